@@ -1,0 +1,35 @@
+// `tocsin.devices`: the devices that receive a project's push notifications.
+
+import type { PostRequestOptions, RequestOptions, Tocsin } from "../client.js";
+import type { TocsinResponse } from "../response.js";
+import type { Device, DeviceDeleted, DeviceList, DeviceRegisterParams } from "../types.js";
+import { pathSegment } from "./path.js";
+
+export class Devices {
+  readonly #client: Tocsin;
+
+  constructor(client: Tocsin) {
+    this.#client = client;
+  }
+
+  /**
+   * `POST /v1/devices`: registers an APNs device token. Registering a known
+   * token updates it (`statusCode` 200 instead of 201).
+   */
+  async register(params: DeviceRegisterParams, options?: PostRequestOptions): Promise<TocsinResponse<Device>> {
+    return this.#client.request<Device>({ method: "POST", path: "/v1/devices", body: params }, options);
+  }
+
+  /** `GET /v1/devices`: the project's devices. */
+  async list(options?: RequestOptions): Promise<TocsinResponse<DeviceList>> {
+    return this.#client.request<DeviceList>({ method: "GET", path: "/v1/devices" }, options);
+  }
+
+  /**
+   * `DELETE /v1/devices/{id}`. If a retry follows a lost response, the retry
+   * can answer 404 although the device was deleted by the first attempt.
+   */
+  async delete(id: string, options?: RequestOptions): Promise<TocsinResponse<DeviceDeleted>> {
+    return this.#client.request<DeviceDeleted>({ method: "DELETE", path: `/v1/devices/${pathSegment(id, "id")}` }, options);
+  }
+}

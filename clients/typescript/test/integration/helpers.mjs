@@ -1,0 +1,166 @@
+// Integration test harness: a real ingest process on a free port with its own
+// data directory, API keys made with its admin command, and the client as a
+// user gets it (npm pack, installed from the tarball into a scratch project).
+
+import { execFile, spawn } from "node:child_process";
+import { existsSync, readdirSync } from "node:fs";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { promisify } from "node:util";
+
+const run = promisify(execFile);
+
+export const PACKAGE_ROOT = fileURLToPath(new URL("../../", import.meta.url));
+
+/** The ingest binary: $INGEST_BIN, or the debug build of the workspace. Throws (never skips) when it is missing. */
+export function ingestBinary() {
+  const bin = process.env.INGEST_BIN
+    ? resolve(process.env.INGEST_BIN)
+    : resolve(PACKAGE_ROOT, "../../target/debug/ingest");
+  if (!existsSync(bin)) {
+    throw new Error(
+      `ingest binary not found at ${bin}. ` +
+        "Build it first (`cargo build -p ingest` in the repository root) or set INGEST_BIN to its path. " +
+        "The integration tests need a real ingest process and do not skip without one.",
+    );
+  }
+  return bin;
+}
+
+async function freePort() {
+  const server = createServer();
+  await new Promise((ok, fail) => server.once("error", fail).listen(0, "127.0.0.1", ok));
+  const { port } = server.address();
+  await new Promise((ok) => server.close(ok));
+  return port;
+}
+
+const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
+
+/**
+ * Starts ingest in embedded mode and waits for `GET /healthz` 200.
+ * Returns `{ baseUrl, createKey(rateLimit?), stop() }`.
+ */
+export async function startIngest() {
+  const bin = ingestBinary();
+  const dataDir = await mkdtemp(join(tmpdir(), "tocsin-ingest-"));
+  const port = await freePort();
+  const env = { ...process.env, INGEST_LISTEN: `127.0.0.1:${port}`, INGEST_DATA_DIR: dataDir };
+  const baseUrl = `http://127.0.0.1:${port}`;
+
+  const child = spawn(bin, [], { env, stdio: ["ignore", "pipe", "pipe"] });
+  let log = "";
+  const keepLog = (chunk) => {
+    log = (log + chunk).slice(-20_000); // enough to explain a failure
+  };
+  child.stdout.on("data", keepLog);
+  child.stderr.on("data", keepLog);
+  const exited = new Promise((ok) => child.once("exit", (code, signal) => ok({ code, signal })));
+  let running = true;
+  exited.then(() => {
+    running = false;
+  });
+
+  const stop = async () => {
+    if (running) {
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+      await exited;
+      clearTimeout(timer);
+    }
+    await rm(dataDir, { recursive: true, force: true });
+  };
+
+  try {
+    await waitForHealth(baseUrl, () => running, () => log);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+
+  /** `ingest keys create --org o --project p [--rate-limit N]`, with the server's env so it shares the data dir. */
+  const createKey = async ({ rateLimit } = {}) => {
+    const args = ["keys", "create", "--org", "o", "--project", "p"];
+    if (rateLimit !== undefined) args.push("--rate-limit", String(rateLimit));
+    const { stdout } = await run(bin, args, { env }).catch((error) => {
+      throw new Error(`\`ingest ${args.join(" ")}\` failed: ${error.stderr || error.message}`);
+    });
+    const key = stdout.trim();
+    if (!key || /\s/.test(key)) throw new Error(`\`ingest ${args.join(" ")}\` should print the key alone, printed: ${JSON.stringify(stdout)}`);
+    return key;
+  };
+
+  return { baseUrl, createKey, stop, log: () => log };
+}
+
+async function waitForHealth(baseUrl, isRunning, log, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  let last = "no answer";
+  while (Date.now() < deadline) {
+    if (!isRunning()) throw new Error(`ingest exited before it was healthy. Its output:\n${log()}`);
+    try {
+      const response = await fetch(`${baseUrl}/healthz`, { signal: AbortSignal.timeout(1_000) });
+      if (response.status === 200) return;
+      last = `status ${response.status}`;
+    } catch (error) {
+      last = error.cause?.code ?? error.message;
+    }
+    await sleep(100);
+  }
+  throw new Error(`GET ${baseUrl}/healthz did not answer 200 within ${timeoutMs} ms (last: ${last}). Its output:\n${log()}`);
+}
+
+function npm(args, options) {
+  // Under `npm run`, npm_execpath is the npm that runs us; otherwise the one on PATH.
+  const cli = process.env.npm_execpath;
+  return cli && cli.endsWith(".js")
+    ? run(process.execPath, [cli, ...args], options)
+    : run("npm", args, options);
+}
+
+/**
+ * Packs the package (`prepack` builds it), installs the tarball into a scratch
+ * project and loads it from there through the exports map, once as ESM and
+ * once with require. Returns `{ esm, cjs, tarball, cleanup() }`.
+ */
+export async function installPackedClient() {
+  const dir = await mkdtemp(join(tmpdir(), "tocsin-client-"));
+  const packDir = join(dir, "pack");
+  const appDir = join(dir, "app");
+  const cleanup = () => rm(dir, { recursive: true, force: true });
+  try {
+    await mkdir(packDir, { recursive: true });
+    await npm(["pack", "--pack-destination", packDir], { cwd: PACKAGE_ROOT });
+    const tarballs = readdirSync(packDir).filter((name) => name.endsWith(".tgz"));
+    if (tarballs.length !== 1) throw new Error(`npm pack made ${tarballs.length} tarballs in ${packDir}`);
+    const tarball = join(packDir, tarballs[0]);
+
+    await mkdir(appDir, { recursive: true });
+    await writeFile(join(appDir, "package.json"), JSON.stringify({ name: "tocsin-client-it", private: true, type: "module" }));
+    // No runtime dependencies, so this never needs the registry.
+    await npm(["install", tarball, "--offline", "--no-audit", "--no-fund", "--no-package-lock"], { cwd: appDir });
+    await writeFile(join(appDir, "esm.mjs"), 'export * from "@tocsin/client";\n');
+    await writeFile(join(appDir, "cjs.cjs"), 'module.exports = require("@tocsin/client");\n');
+
+    const esm = await import(pathToFileURL(join(appDir, "esm.mjs")).href);
+    const cjs = createRequire(join(appDir, "cjs.cjs"))("./cjs.cjs");
+    return { esm, cjs, tarball, installedAt: join(appDir, "node_modules/@tocsin/client"), cleanup };
+  } catch (error) {
+    await cleanup();
+    throw error;
+  }
+}
+
+/** Wraps the global fetch to count calls (to prove what was and was not retried). */
+export function countingFetch() {
+  const counter = { calls: 0 };
+  counter.fetch = (url, init) => {
+    counter.calls++;
+    return fetch(url, init);
+  };
+  return counter;
+}

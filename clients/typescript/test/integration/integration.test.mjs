@@ -1,0 +1,213 @@
+// The packed client against a real ingest process (embedded mode).
+//
+//   INGEST_BIN=../../target/debug/ingest npm run test:integration
+//
+// Fails, never skips, when the binary is missing.
+
+import assert from "node:assert/strict";
+import { readdirSync } from "node:fs";
+import { after, before, describe, test } from "node:test";
+
+import { countingFetch, installPackedClient, startIngest } from "./helpers.mjs";
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+let ingest;
+let client;
+let apiKey;
+
+before(async () => {
+  // Start the server first: if the binary is missing this throws its message
+  // and every test below fails with it.
+  ingest = await startIngest();
+  apiKey = await ingest.createKey();
+  client = await installPackedClient();
+});
+
+after(async () => {
+  await ingest?.stop();
+  await client?.cleanup();
+});
+
+const event = (suffix = "") => ({
+  channelName: "it-payments",
+  title: `Payment failed${suffix}`,
+  description: "Card declined",
+  icon: "💸",
+  tags: ["eu", "card"],
+  metadata: { amount: 1999, currency: "EUR" },
+  userId: "user_7",
+  notify: false,
+  source: "integration-test",
+});
+
+describe("packed client against ingest", () => {
+  test("the tarball holds both builds, their declarations and the README, and no sources", () => {
+    const files = readdirSync(client.installedAt, { recursive: true }).map(String);
+    for (const expected of ["README.md", "package.json", "dist/esm/index.js", "dist/esm/index.d.ts", "dist/cjs/index.js", "dist/cjs/index.d.ts", "dist/cjs/package.json"]) {
+      assert.ok(files.includes(expected), `${expected} is in the tarball`);
+    }
+    assert.equal(files.some((file) => file.startsWith("src") || file.startsWith("test") || file.startsWith("scripts")), false);
+  });
+
+  test("events.create records an event and reports request id, replay flag and rate limit", async () => {
+    const { Tocsin } = client.esm;
+    const tocsin = new Tocsin(apiKey, { baseUrl: ingest.baseUrl });
+    const res = await tocsin.events.create(event(" create"));
+
+    assert.equal(res.statusCode, 201);
+    assert.equal(typeof res.data.id, "string");
+    assert.ok(res.data.id.length > 0);
+    assert.equal(res.data.channelName, "it-payments");
+    assert.equal(res.data.title, "Payment failed create");
+    assert.equal(res.data.description, "Card declined");
+    assert.equal(res.data.icon, "💸");
+    assert.deepEqual(res.data.tags, ["eu", "card"]);
+    assert.deepEqual(res.data.metadata, { amount: 1999, currency: "EUR" });
+    assert.equal(res.data.userId, "user_7");
+    assert.equal(res.data.notify, false);
+    assert.equal(res.data.source, "integration-test");
+    assert.ok(!Number.isNaN(Date.parse(res.data.createdAt)), `createdAt ${res.data.createdAt}`);
+    assert.match(res.requestId, UUID_RE);
+    assert.equal(res.wasReplayed, false);
+
+    assert.ok(res.rateLimit, "rate-limit headers present");
+    for (const value of Object.values(res.rateLimit)) assert.equal(typeof value, "number");
+    assert.ok(res.rateLimit.limit > 0);
+    assert.ok(res.rateLimit.remaining < res.rateLimit.limit);
+    assert.ok(res.rateLimit.reset * 1000 > Date.now() - 1_000, "reset is a Unix time in seconds, not in the past");
+    assert.deepEqual(tocsin.lastRateLimit, res.rateLimit);
+  });
+
+  test("optional fields come back as null or empty when left out", async () => {
+    const tocsin = new client.esm.Tocsin(apiKey, { baseUrl: ingest.baseUrl });
+    const res = await tocsin.events.create({ channelName: "it-minimal", title: "Minimal", notify: false });
+    assert.equal(res.data.description, null);
+    assert.equal(res.data.icon, null);
+    assert.deepEqual(res.data.tags, []);
+    assert.equal(res.data.userId, null);
+    assert.equal(res.data.source, null);
+  });
+
+  test("the same idempotency key replays the first response", async () => {
+    const tocsin = new client.esm.Tocsin(apiKey, { baseUrl: ingest.baseUrl });
+    const key = `it-replay-${Date.now()}`;
+    const first = await tocsin.events.create(event(" replay"), { idempotencyKey: key });
+    const second = await tocsin.events.create(event(" replay"), { idempotencyKey: key });
+    assert.equal(first.wasReplayed, false);
+    assert.equal(second.wasReplayed, true);
+    assert.equal(second.data.id, first.data.id);
+    assert.deepEqual(second.data, first.data);
+    assert.equal(second.statusCode, 201);
+  });
+
+  test("the same idempotency key with another body is a 422 and is not retried", async () => {
+    const counter = countingFetch();
+    const tocsin = new client.esm.Tocsin(apiKey, { baseUrl: ingest.baseUrl, fetch: counter.fetch });
+    const key = `it-mismatch-${Date.now()}`;
+    await tocsin.events.create(event(" one"), { idempotencyKey: key });
+    counter.calls = 0;
+    await assert.rejects(tocsin.events.create(event(" two"), { idempotencyKey: key }), (error) => {
+      assert.ok(error instanceof client.esm.ApiError);
+      assert.equal(error.statusCode, 422);
+      assert.match(error.requestId, UUID_RE);
+      return true;
+    });
+    assert.equal(counter.calls, 1);
+  });
+
+  test("invalid fields are a ValidationError listing every fault with its path", async () => {
+    const { Tocsin, ValidationError, ApiError } = client.esm;
+    const counter = countingFetch();
+    const tocsin = new Tocsin(apiKey, { baseUrl: ingest.baseUrl, fetch: counter.fetch });
+    await assert.rejects(tocsin.events.create({ title: "No channel", tags: ["ok", 5] }), (error) => {
+      assert.ok(error instanceof ValidationError);
+      assert.ok(error instanceof ApiError);
+      assert.equal(error.statusCode, 400);
+      assert.equal(typeof error.message, "string");
+      assert.ok(error.message.length > 0);
+      assert.match(error.requestId, UUID_RE);
+      const paths = error.details.map((detail) => JSON.stringify(detail.path));
+      assert.ok(paths.includes('["channelName"]'), `details: ${paths}`);
+      assert.ok(paths.includes('["tags","1"]'), `details: ${paths}`);
+      for (const detail of error.details) assert.equal(typeof detail.message, "string");
+      return true;
+    });
+    assert.equal(counter.calls, 1, "a 400 is not retried");
+  });
+
+  test("an unknown API key is a 401 ApiError and is not retried", async () => {
+    const { Tocsin, ApiError, ValidationError, RateLimitError } = client.esm;
+    const counter = countingFetch();
+    const tocsin = new Tocsin("tk_not_a_real_key", { baseUrl: ingest.baseUrl, fetch: counter.fetch });
+    await assert.rejects(tocsin.events.create(event(" 401")), (error) => {
+      assert.ok(error instanceof ApiError);
+      assert.equal(error instanceof ValidationError, false);
+      assert.equal(error instanceof RateLimitError, false);
+      assert.equal(error.statusCode, 401);
+      assert.ok(error.message.length > 0);
+      assert.match(error.requestId, UUID_RE);
+      return true;
+    });
+    assert.equal(counter.calls, 1);
+  });
+
+  test("a key over its rate limit gets a RateLimitError with the limit and Retry-After", async () => {
+    const { Tocsin, RateLimitError } = client.esm;
+    const limitedKey = await ingest.createKey({ rateLimit: 3 });
+    const tocsin = new Tocsin(limitedKey, { baseUrl: ingest.baseUrl, maxRetries: 0 });
+
+    const remaining = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await tocsin.events.create(event(` limited ${i}`));
+      assert.equal(res.rateLimit.limit, 3);
+      remaining.push(res.rateLimit.remaining);
+    }
+    assert.deepEqual([...remaining].sort((a, b) => b - a), remaining, `remaining only goes down: ${remaining}`);
+
+    await assert.rejects(tocsin.events.create(event(" limited 3")), (error) => {
+      assert.ok(error instanceof RateLimitError);
+      assert.equal(error.statusCode, 429);
+      assert.equal(error.rateLimit.limit, 3);
+      assert.equal(error.rateLimit.remaining, 0);
+      assert.equal(typeof error.retryAfter, "number");
+      assert.ok(error.retryAfter > 0, `retryAfter ${error.retryAfter}`);
+      assert.ok(error.rateLimit.resetIn >= 0);
+      assert.match(error.requestId, UUID_RE);
+      assert.deepEqual(tocsin.lastRateLimit, error.rateLimit);
+      return true;
+    });
+  });
+
+  test("identify creates a user identity with properties and aliases", async () => {
+    const tocsin = new client.esm.Tocsin(apiKey, { baseUrl: ingest.baseUrl });
+    const userId = `it-user-${Date.now()}`;
+    const res = await tocsin.identify({ user_id: userId, properties: { plan: "pro", seats: 3 }, aliases: ["ada@example.com"] });
+    assert.equal(res.statusCode, 200);
+    assert.equal(res.data.user_id, userId);
+    assert.deepEqual(res.data.properties, { plan: "pro", seats: 3 });
+    assert.ok(res.data.aliases.includes("ada@example.com"));
+    assert.ok(!Number.isNaN(Date.parse(res.data.createdAt)));
+    assert.ok(!Number.isNaN(Date.parse(res.data.updatedAt)));
+    assert.match(res.requestId, UUID_RE);
+  });
+
+  test("the CommonJS build works the same, errors included", async () => {
+    const { Tocsin, ValidationError, TocsinError } = client.cjs;
+    const tocsin = new Tocsin(apiKey, { baseUrl: ingest.baseUrl });
+    const res = await tocsin.events.create(event(" cjs"));
+    assert.equal(res.statusCode, 201);
+    await assert.rejects(tocsin.events.create({ channelName: "it", title: 5 }), (error) => {
+      assert.ok(error instanceof ValidationError);
+      assert.ok(error instanceof TocsinError);
+      assert.ok(error.details.some((detail) => JSON.stringify(detail.path) === '["title"]'));
+      return true;
+    });
+  });
+
+  test("a server that is not listening is a ConnectionError", async () => {
+    const { Tocsin, ConnectionError } = client.esm;
+    const tocsin = new Tocsin(apiKey, { baseUrl: "http://127.0.0.1:9", maxRetries: 0 });
+    await assert.rejects(tocsin.events.create(event(" offline")), ConnectionError);
+  });
+});

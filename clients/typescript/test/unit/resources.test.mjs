@@ -1,0 +1,130 @@
+// Each call of the public surface: method, path, body and the typed result.
+
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+
+import { Tocsin, TocsinError } from "../../dist/esm/index.js";
+import { EVENT, fail, ok, scriptedFetch } from "./helpers.mjs";
+
+const DEVICE = {
+  id: "dev_1",
+  token: "a1b2c3",
+  environment: "sandbox",
+  name: "Ops iPhone",
+  channels: ["payments"],
+  active: true,
+  createdAt: "2025-01-01T00:00:00Z",
+  updatedAt: "2025-01-01T00:00:00Z",
+};
+
+function client(...script) {
+  const { fetch, calls } = scriptedFetch(...script);
+  return { tocsin: new Tocsin("key", { fetch, baseUrl: "http://tocsin.test" }), calls };
+}
+
+describe("events", () => {
+  test("create posts every field to /v1/events", async () => {
+    const params = {
+      channelName: "payments",
+      title: "Payment failed",
+      description: "Card declined",
+      icon: "💸",
+      tags: ["eu", "card"],
+      metadata: { amount: 1999, currency: "EUR", nested: { ok: false } },
+      userId: "user_7",
+      notify: false,
+      source: "billing-worker",
+    };
+    const { tocsin, calls } = client(ok({ ...EVENT, ...params, id: "evt_9" }));
+    const res = await tocsin.events.create(params);
+    assert.equal(calls[0].url, "http://tocsin.test/v1/events");
+    assert.equal(calls[0].init.method, "POST");
+    assert.deepEqual(calls[0].body, params);
+    assert.equal(res.data.id, "evt_9");
+    assert.equal(res.data.icon, "💸");
+  });
+
+  test("create returns the notification state when the server sends it", async () => {
+    const notification = { state: "queued", deliveries: [] };
+    const { tocsin } = client(ok({ ...EVENT, notification }));
+    const res = await tocsin.events.create({ channelName: "c", title: "t" });
+    assert.deepEqual(res.data.notification, notification);
+  });
+
+  test("get fetches /v1/events/{id} with the id encoded", async () => {
+    const { tocsin, calls } = client(ok(EVENT, { status: 200 }));
+    const res = await tocsin.events.get("evt/1 ?");
+    assert.equal(calls[0].url, "http://tocsin.test/v1/events/evt%2F1%20%3F");
+    assert.equal(calls[0].init.method, "GET");
+    assert.equal(res.data.id, "evt_1");
+  });
+
+  test("get of an unknown id is an ApiError 404", async () => {
+    const { tocsin } = client(fail(404, "event not found"));
+    await assert.rejects(tocsin.events.get("nope"), (error) => error.statusCode === 404 && error.message === "event not found");
+  });
+
+  test("get refuses an empty id without sending anything", async () => {
+    const { tocsin, calls } = client();
+    await assert.rejects(tocsin.events.get(""), TocsinError);
+    assert.equal(calls.length, 0);
+  });
+});
+
+describe("identify", () => {
+  test("posts user_id, properties and aliases to /v1/identify", async () => {
+    const params = { user_id: "user_7", properties: { plan: "pro", seats: 3 }, aliases: ["ada@example.com"] };
+    const identity = { ...params, createdAt: "2025-01-01T00:00:00Z", updatedAt: "2025-01-02T00:00:00Z" };
+    const { tocsin, calls } = client(ok(identity, { status: 200 }));
+    const res = await tocsin.identify(params, { idempotencyKey: "id-1" });
+    assert.equal(calls[0].url, "http://tocsin.test/v1/identify");
+    assert.equal(calls[0].init.method, "POST");
+    assert.deepEqual(calls[0].body, params);
+    assert.equal(calls[0].headers["Idempotency-Key"], "id-1");
+    assert.deepEqual(res.data, identity);
+    assert.equal(res.statusCode, 200);
+  });
+});
+
+describe("devices", () => {
+  test("register posts to /v1/devices and reports 201 for a new device", async () => {
+    const params = { token: "a1b2c3", environment: "sandbox", name: "Ops iPhone", channels: ["payments"] };
+    const { tocsin, calls } = client(ok(DEVICE, { status: 201 }));
+    const res = await tocsin.devices.register(params);
+    assert.equal(calls[0].url, "http://tocsin.test/v1/devices");
+    assert.equal(calls[0].init.method, "POST");
+    assert.deepEqual(calls[0].body, params);
+    assert.deepEqual(res.data, DEVICE);
+    assert.equal(res.statusCode, 201);
+  });
+
+  test("register of a known token reports 200", async () => {
+    const { tocsin } = client(ok(DEVICE, { status: 200 }));
+    const res = await tocsin.devices.register({ token: "a1b2c3", environment: "sandbox" });
+    assert.equal(res.statusCode, 200);
+  });
+
+  test("list gets /v1/devices", async () => {
+    const { tocsin, calls } = client(ok({ devices: [DEVICE] }, { status: 200 }));
+    const res = await tocsin.devices.list({ headers: { "X-Trace": "1" } });
+    assert.equal(calls[0].url, "http://tocsin.test/v1/devices");
+    assert.equal(calls[0].init.method, "GET");
+    assert.equal(calls[0].headers["X-Trace"], "1");
+    assert.deepEqual(res.data.devices, [DEVICE]);
+  });
+
+  test("delete sends DELETE /v1/devices/{id}", async () => {
+    const { tocsin, calls } = client(ok({ id: "dev_1", deleted: true }, { status: 200 }));
+    const res = await tocsin.devices.delete("dev_1");
+    assert.equal(calls[0].url, "http://tocsin.test/v1/devices/dev_1");
+    assert.equal(calls[0].init.method, "DELETE");
+    assert.equal(calls[0].init.body, undefined);
+    assert.deepEqual(res.data, { id: "dev_1", deleted: true });
+  });
+
+  test("delete refuses an empty id without sending anything", async () => {
+    const { tocsin, calls } = client();
+    await assert.rejects(tocsin.devices.delete(""), /id must be a non-empty string/);
+    assert.equal(calls.length, 0);
+  });
+});

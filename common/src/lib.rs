@@ -1,0 +1,9 @@
+//! What Tocsin's ingest and notifier share: configuration loading, ids and
+//! clocks, API key secrets, telemetry, and the storage interface with its
+//! MongoDB and SQLite implementations.
+
+pub mod config;
+pub mod keys;
+pub mod store;
+pub mod telemetry;
+pub mod time;

@@ -1,0 +1,118 @@
+//! A store decorator that puts a deadline on every call, so a store that
+//! stops answering turns into a prompt `Unavailable` error (503) instead of
+//! requests that hang.
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use super::{
+    ApiKey, Event, IdempotencyBegin, Identity, Scope, Store, StoreError, StoreResult,
+    StoredResponse,
+};
+
+/// Wraps a store; every call fails with [`StoreError::Unavailable`] once
+/// `limit` has passed.
+pub struct Deadline {
+    inner: Arc<dyn Store>,
+    limit: Duration,
+}
+
+impl Deadline {
+    pub fn new(inner: Arc<dyn Store>, limit: Duration) -> Self {
+        Self { inner, limit }
+    }
+
+    async fn within<T>(&self, call: impl Future<Output = StoreResult<T>>) -> StoreResult<T> {
+        match tokio::time::timeout(self.limit, call).await {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::Unavailable(format!(
+                "no answer within {} ms",
+                self.limit.as_millis()
+            ))),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for Deadline {
+    async fn ping(&self) -> StoreResult<()> {
+        self.within(self.inner.ping()).await
+    }
+
+    async fn insert_api_key(&self, key: &ApiKey) -> StoreResult<()> {
+        self.within(self.inner.insert_api_key(key)).await
+    }
+
+    async fn find_api_key_by_hash(&self, hash: &str) -> StoreResult<Option<ApiKey>> {
+        self.within(self.inner.find_api_key_by_hash(hash)).await
+    }
+
+    async fn list_api_keys(&self) -> StoreResult<Vec<ApiKey>> {
+        self.within(self.inner.list_api_keys()).await
+    }
+
+    async fn revoke_api_key(&self, id: Uuid, at: DateTime<Utc>) -> StoreResult<bool> {
+        self.within(self.inner.revoke_api_key(id, at)).await
+    }
+
+    async fn insert_event(&self, event: &Event) -> StoreResult<()> {
+        self.within(self.inner.insert_event(event)).await
+    }
+
+    async fn get_event(&self, scope: &Scope, id: Uuid) -> StoreResult<Option<Event>> {
+        self.within(self.inner.get_event(scope, id)).await
+    }
+
+    async fn list_channels(&self, scope: &Scope) -> StoreResult<Vec<String>> {
+        self.within(self.inner.list_channels(scope)).await
+    }
+
+    async fn merge_identity(
+        &self,
+        scope: &Scope,
+        user_id: &str,
+        properties: Map<String, Value>,
+        aliases: Vec<String>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Identity> {
+        self.within(
+            self.inner
+                .merge_identity(scope, user_id, properties, aliases, now),
+        )
+        .await
+    }
+
+    async fn begin_idempotent(
+        &self,
+        scope: &Scope,
+        key: &str,
+        fingerprint: &str,
+        now: DateTime<Utc>,
+        ttl: Duration,
+        lock_timeout: Duration,
+    ) -> StoreResult<IdempotencyBegin> {
+        self.within(
+            self.inner
+                .begin_idempotent(scope, key, fingerprint, now, ttl, lock_timeout),
+        )
+        .await
+    }
+
+    async fn complete_idempotent(
+        &self,
+        scope: &Scope,
+        key: &str,
+        response: &StoredResponse,
+    ) -> StoreResult<()> {
+        self.within(self.inner.complete_idempotent(scope, key, response))
+            .await
+    }
+
+    async fn release_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()> {
+        self.within(self.inner.release_idempotent(scope, key)).await
+    }
+}

@@ -1,0 +1,513 @@
+//! The embedded store: one SQLite file, driven on its own thread by
+//! tokio-rusqlite so no query ever blocks the async runtime. WAL mode and a
+//! busy timeout let the admin CLI write keys while the server runs.
+
+use std::{
+    path::Path,
+    sync::atomic::{AtomicI64, Ordering},
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::{OptionalExtension, Row, TransactionBehavior, params};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use super::{
+    ApiKey, Event, IdempotencyBegin, Identity, Scope, Store, StoreError, StoreResult,
+    StoredResponse, model::merge_identity_fields,
+};
+
+/// Schema migrations, applied in order; `PRAGMA user_version` records how
+/// many have run. Append only.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE api_keys (
+    id TEXT PRIMARY KEY,
+    name TEXT,
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    hash TEXT NOT NULL UNIQUE,
+    prefix TEXT NOT NULL,
+    rate_limit INTEGER,
+    created_at TEXT NOT NULL,
+    revoked_at TEXT
+);
+CREATE TABLE channels (
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (org, project, name)
+);
+CREATE TABLE events (
+    id TEXT PRIMARY KEY,
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    channel_name TEXT NOT NULL,
+    title TEXT NOT NULL,
+    description TEXT,
+    icon TEXT,
+    tags TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    user_id TEXT,
+    notify INTEGER NOT NULL,
+    source TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX events_by_scope ON events (org, project, id);
+CREATE TABLE identities (
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    properties TEXT NOT NULL,
+    aliases TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (org, project, user_id)
+);
+CREATE TABLE idempotency (
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    status INTEGER,
+    content_type TEXT,
+    body BLOB,
+    created_at_ms INTEGER NOT NULL,
+    locked_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (org, project, key)
+);
+CREATE INDEX idempotency_by_age ON idempotency (created_at_ms);
+"#];
+
+/// How often expired idempotency rows are swept (SQLite has no TTL index).
+const SWEEP_EVERY_MS: i64 = 60_000;
+
+pub struct SqliteStore {
+    conn: tokio_rusqlite::Connection,
+    last_sweep_ms: AtomicI64,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file and brings its schema up to date.
+    pub async fn open(path: &Path) -> StoreResult<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::Unavailable(format!("cannot create {}: {e}", dir.display()))
+            })?;
+        }
+        let conn = tokio_rusqlite::Connection::open(path)
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
+        conn.call(|c| {
+            c.busy_timeout(Duration::from_secs(5))?;
+            c.pragma_update(None, "journal_mode", "WAL")?;
+            c.pragma_update(None, "synchronous", "NORMAL")?;
+            migrate(c)
+        })
+        .await
+        .map_err(backend)?;
+        Ok(Self {
+            conn,
+            last_sweep_ms: AtomicI64::new(0),
+        })
+    }
+
+    async fn run<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
+    ) -> StoreResult<R> {
+        self.conn.call(f).await.map_err(backend)
+    }
+}
+
+fn migrate(c: &mut rusqlite::Connection) -> rusqlite::Result<()> {
+    let applied: i64 = c.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    for (i, sql) in (0i64..).zip(MIGRATIONS).skip_while(|(i, _)| *i < applied) {
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i + 1)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+fn backend(e: tokio_rusqlite::Error<rusqlite::Error>) -> StoreError {
+    match e {
+        tokio_rusqlite::Error::Error(rusqlite::Error::SqliteFailure(f, msg))
+            if matches!(
+                f.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ) =>
+        {
+            StoreError::Unavailable(format!("database busy: {}", msg.unwrap_or_default()))
+        }
+        other => StoreError::Backend(anyhow::Error::new(other)),
+    }
+}
+
+fn ts(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+fn parse_ts(s: &str) -> rusqlite::Result<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+fn parse_uuid(s: &str) -> rusqlite::Result<Uuid> {
+    Uuid::parse_str(s).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(s: &str) -> rusqlite::Result<T> {
+    serde_json::from_str(s).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> rusqlite::Result<String> {
+    serde_json::to_string(v).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+const KEY_COLUMNS: &str =
+    "id, name, org, project, hash, prefix, rate_limit, created_at, revoked_at";
+
+fn key_from_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
+    Ok(ApiKey {
+        id: parse_uuid(&r.get::<_, String>(0)?)?,
+        name: r.get(1)?,
+        scope: Scope::new(r.get::<_, String>(2)?, r.get::<_, String>(3)?),
+        hash: r.get(4)?,
+        prefix: r.get(5)?,
+        rate_limit: r.get(6)?,
+        created_at: parse_ts(&r.get::<_, String>(7)?)?,
+        revoked_at: r
+            .get::<_, Option<String>>(8)?
+            .map(|s| parse_ts(&s))
+            .transpose()?,
+    })
+}
+
+const EVENT_COLUMNS: &str = "id, org, project, channel_name, title, description, icon, tags, \
+                             metadata, user_id, notify, source, created_at";
+
+fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
+    Ok(Event {
+        id: parse_uuid(&r.get::<_, String>(0)?)?,
+        scope: Scope::new(r.get::<_, String>(1)?, r.get::<_, String>(2)?),
+        channel_name: r.get(3)?,
+        title: r.get(4)?,
+        description: r.get(5)?,
+        icon: r.get(6)?,
+        tags: parse_json(&r.get::<_, String>(7)?)?,
+        metadata: parse_json(&r.get::<_, String>(8)?)?,
+        user_id: r.get(9)?,
+        notify: r.get(10)?,
+        source: r.get(11)?,
+        created_at: parse_ts(&r.get::<_, String>(12)?)?,
+    })
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn ping(&self) -> StoreResult<()> {
+        self.run(|c| c.query_row("SELECT 1", [], |_| Ok(()))).await
+    }
+
+    async fn insert_api_key(&self, key: &ApiKey) -> StoreResult<()> {
+        let key = key.clone();
+        self.run(move |c| {
+            c.execute(
+                &format!("INSERT INTO api_keys ({KEY_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"),
+                params![
+                    key.id.to_string(),
+                    key.name,
+                    key.scope.org,
+                    key.scope.project,
+                    key.hash,
+                    key.prefix,
+                    key.rate_limit,
+                    ts(&key.created_at),
+                    key.revoked_at.as_ref().map(ts),
+                ],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn find_api_key_by_hash(&self, hash: &str) -> StoreResult<Option<ApiKey>> {
+        let hash = hash.to_owned();
+        self.run(move |c| {
+            c.prepare_cached(&format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE hash = ?1"))?
+                .query_row([hash], key_from_row)
+                .optional()
+        })
+        .await
+    }
+
+    async fn list_api_keys(&self) -> StoreResult<Vec<ApiKey>> {
+        self.run(|c| {
+            c.prepare(&format!(
+                "SELECT {KEY_COLUMNS} FROM api_keys ORDER BY created_at, id"
+            ))?
+            .query_map([], key_from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    async fn revoke_api_key(&self, id: Uuid, at: DateTime<Utc>) -> StoreResult<bool> {
+        self.run(move |c| {
+            let n = c.execute(
+                "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+                params![id.to_string(), ts(&at)],
+            )?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn insert_event(&self, event: &Event) -> StoreResult<()> {
+        let e = event.clone();
+        self.run(move |c| {
+            let tags = to_json(&e.tags)?;
+            let metadata = to_json(&e.metadata)?;
+            let created = ts(&e.created_at);
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO channels (org, project, name, created_at) VALUES (?1,?2,?3,?4)",
+            )?
+            .execute(params![e.scope.org, e.scope.project, e.channel_name, created])?;
+            tx.prepare_cached(&format!(
+                "INSERT INTO events ({EVENT_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)"
+            ))?
+            .execute(params![
+                e.id.to_string(),
+                e.scope.org,
+                e.scope.project,
+                e.channel_name,
+                e.title,
+                e.description,
+                e.icon,
+                tags,
+                metadata,
+                e.user_id,
+                e.notify,
+                e.source,
+                created,
+            ])?;
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn get_event(&self, scope: &Scope, id: Uuid) -> StoreResult<Option<Event>> {
+        let scope = scope.clone();
+        self.run(move |c| {
+            c.prepare_cached(&format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1 AND org = ?2 AND project = ?3"
+            ))?
+            .query_row(
+                params![id.to_string(), scope.org, scope.project],
+                event_from_row,
+            )
+            .optional()
+        })
+        .await
+    }
+
+    async fn list_channels(&self, scope: &Scope) -> StoreResult<Vec<String>> {
+        let scope = scope.clone();
+        self.run(move |c| {
+            c.prepare_cached(
+                "SELECT name FROM channels WHERE org = ?1 AND project = ?2 ORDER BY created_at, name",
+            )?
+            .query_map(params![scope.org, scope.project], |r| r.get(0))?
+            .collect()
+        })
+        .await
+    }
+
+    async fn merge_identity(
+        &self,
+        scope: &Scope,
+        user_id: &str,
+        properties: Map<String, Value>,
+        aliases: Vec<String>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Identity> {
+        let scope = scope.clone();
+        let user_id = user_id.to_owned();
+        self.run(move |c| {
+            // IMMEDIATE takes the write lock up front, so the read-merge-write
+            // below cannot interleave with another writer.
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let existing = tx
+                .query_row(
+                    "SELECT properties, aliases, created_at FROM identities \
+                     WHERE org = ?1 AND project = ?2 AND user_id = ?3",
+                    params![scope.org, scope.project, user_id],
+                    |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, String>(2)?,
+                        ))
+                    },
+                )
+                .optional()?;
+            let (mut props, mut all_aliases, created_at) = match existing {
+                Some((p, a, created)) => (parse_json(&p)?, parse_json(&a)?, parse_ts(&created)?),
+                None => (Map::new(), Vec::new(), now),
+            };
+            merge_identity_fields(&mut props, &mut all_aliases, properties, aliases);
+            tx.execute(
+                "INSERT INTO identities (org, project, user_id, properties, aliases, created_at, updated_at) \
+                 VALUES (?1,?2,?3,?4,?5,?6,?7) \
+                 ON CONFLICT (org, project, user_id) DO UPDATE SET \
+                 properties = excluded.properties, aliases = excluded.aliases, updated_at = excluded.updated_at",
+                params![
+                    scope.org,
+                    scope.project,
+                    user_id,
+                    to_json(&props)?,
+                    to_json(&all_aliases)?,
+                    ts(&created_at),
+                    ts(&now),
+                ],
+            )?;
+            tx.commit()?;
+            Ok(Identity {
+                user_id,
+                properties: props,
+                aliases: all_aliases,
+                created_at,
+                updated_at: now,
+            })
+        })
+        .await
+    }
+
+    async fn begin_idempotent(
+        &self,
+        scope: &Scope,
+        key: &str,
+        fingerprint: &str,
+        now: DateTime<Utc>,
+        ttl: Duration,
+        lock_timeout: Duration,
+    ) -> StoreResult<IdempotencyBegin> {
+        let scope = scope.clone();
+        let key = key.to_owned();
+        let fingerprint = fingerprint.to_owned();
+        let now_ms = now.timestamp_millis();
+        let expired_before = now_ms - ttl.as_millis() as i64;
+        let stale_before = now_ms - lock_timeout.as_millis() as i64;
+        let sweep = now_ms - self.last_sweep_ms.load(Ordering::Relaxed) > SWEEP_EVERY_MS;
+        if sweep {
+            self.last_sweep_ms.store(now_ms, Ordering::Relaxed);
+        }
+        self.run(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if sweep {
+                tx.execute(
+                    "DELETE FROM idempotency WHERE created_at_ms < ?1",
+                    [expired_before],
+                )?;
+            }
+            let existing = tx
+                .prepare_cached(
+                    "SELECT fingerprint, status, content_type, body, created_at_ms, locked_at_ms \
+                     FROM idempotency WHERE org = ?1 AND project = ?2 AND key = ?3",
+                )?
+                .query_row(params![scope.org, scope.project, key], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, Option<u16>>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                        r.get::<_, Option<Vec<u8>>>(3)?,
+                        r.get::<_, i64>(4)?,
+                        r.get::<_, i64>(5)?,
+                    ))
+                })
+                .optional()?;
+            let outcome = match existing {
+                Some((fp, status, content_type, body, created, locked))
+                    if created >= expired_before =>
+                {
+                    if fp != fingerprint {
+                        IdempotencyBegin::Mismatch
+                    } else if let Some(status) = status {
+                        IdempotencyBegin::Replay(StoredResponse {
+                            status,
+                            content_type: content_type.unwrap_or_default(),
+                            body: body.unwrap_or_default(),
+                        })
+                    } else if locked < stale_before {
+                        tx.execute(
+                            "UPDATE idempotency SET locked_at_ms = ?4 \
+                             WHERE org = ?1 AND project = ?2 AND key = ?3",
+                            params![scope.org, scope.project, key, now_ms],
+                        )?;
+                        IdempotencyBegin::Started
+                    } else {
+                        IdempotencyBegin::InFlight
+                    }
+                }
+                _ => {
+                    tx.execute(
+                        "INSERT OR REPLACE INTO idempotency \
+                         (org, project, key, fingerprint, status, content_type, body, created_at_ms, locked_at_ms) \
+                         VALUES (?1,?2,?3,?4,NULL,NULL,NULL,?5,?5)",
+                        params![scope.org, scope.project, key, fingerprint, now_ms],
+                    )?;
+                    IdempotencyBegin::Started
+                }
+            };
+            tx.commit()?;
+            Ok(outcome)
+        })
+        .await
+    }
+
+    async fn complete_idempotent(
+        &self,
+        scope: &Scope,
+        key: &str,
+        response: &StoredResponse,
+    ) -> StoreResult<()> {
+        let scope = scope.clone();
+        let key = key.to_owned();
+        let response = response.clone();
+        self.run(move |c| {
+            c.execute(
+                "UPDATE idempotency SET status = ?4, content_type = ?5, body = ?6 \
+                 WHERE org = ?1 AND project = ?2 AND key = ?3",
+                params![
+                    scope.org,
+                    scope.project,
+                    key,
+                    response.status,
+                    response.content_type,
+                    response.body
+                ],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn release_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()> {
+        let scope = scope.clone();
+        let key = key.to_owned();
+        self.run(move |c| {
+            c.execute(
+                "DELETE FROM idempotency WHERE org = ?1 AND project = ?2 AND key = ?3 AND status IS NULL",
+                params![scope.org, scope.project, key],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+}

@@ -1,0 +1,45 @@
+//! The HTTP API: one module per resource, each owning its request and
+//! response types, plus the success envelope they all answer with.
+
+pub mod events;
+pub mod health;
+pub mod identify;
+
+use poem_openapi::{
+    Object, Tags,
+    types::{ParseFromJSON, ToJSON},
+};
+
+use crate::request_id::RequestId;
+
+#[derive(Tags)]
+pub enum ApiTags {
+    /// Product moments recorded on channels.
+    Events,
+    /// The caller's users, their properties and aliases.
+    Identities,
+    /// Liveness and readiness probes.
+    Health,
+}
+
+/// The body of every successful response.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct Success<T: ParseFromJSON + ToJSON> {
+    /// Always true.
+    pub success: bool,
+    /// The resource.
+    pub data: T,
+    /// Id of this request (a UUID), also sent as `X-Request-Id`.
+    pub request_id: String,
+}
+
+impl<T: ParseFromJSON + ToJSON> Success<T> {
+    pub fn new(data: T, request_id: RequestId) -> Self {
+        Self {
+            success: true,
+            data,
+            request_id: request_id.to_string(),
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! The command line: `ingest` (or `ingest serve`) runs the API; `ingest keys
+//! create|list|revoke` administers API keys in whichever store the
+//! configuration selects, standing in for a dashboard.
+
+use std::{path::PathBuf, process::ExitCode};
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use common::{
+    keys::{display_prefix, generate_secret, hash_secret},
+    store::{ApiKey, Scope, Store},
+};
+use uuid::Uuid;
+
+use crate::{Application, Config};
+
+#[derive(Debug, Parser)]
+#[command(name = "ingest", version, about = "Tocsin's event ingest API")]
+pub struct Cli {
+    /// A TOML file overriding the defaults (environment variables override both).
+    #[arg(long, global = true, env = "INGEST_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the HTTP API (the default).
+    Serve,
+    /// Create, list and revoke API keys.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum KeysCommand {
+    /// Create a key and print it, alone, on stdout. It is shown only once.
+    Create {
+        /// Organization the key belongs to.
+        #[arg(long, value_parser = parse_name)]
+        org: String,
+        /// Project the key belongs to; everything it writes is scoped to it.
+        #[arg(long, value_parser = parse_name)]
+        project: String,
+        /// A label to recognise the key by.
+        #[arg(long)]
+        name: Option<String>,
+        /// Requests per minute for this key, instead of the service default.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        rate_limit: Option<u32>,
+    },
+    /// List every key (never the secrets).
+    List {
+        /// Print JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a key by id; requests with it get 401 from then on.
+    Revoke {
+        /// The key's id, as shown by `keys list`.
+        id: Uuid,
+    },
+}
+
+/// Organization and project names: 1 to 100 letters, digits, `-`, `_` or `.`.
+fn parse_name(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 100
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err("use 1 to 100 letters, digits, '-', '_' or '.'".into())
+    }
+}
+
+/// Parses the command line and runs it; the exit code says how it went.
+pub async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match Config::load(cli.config.as_deref()) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("ingest: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => serve(config).await,
+        Command::Keys(command) => keys(config, command).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "ingest failed");
+            eprintln!("ingest: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    common::telemetry::init(config.log_format);
+    let app = Application::build(config).await?;
+    app.run_until_stopped().await
+}
+
+async fn keys(config: Config, command: KeysCommand) -> anyhow::Result<()> {
+    let store = common::store::open(&config.store(), config.store_timeout())
+        .await
+        .context("opening the store")?;
+    match command {
+        KeysCommand::Create {
+            org,
+            project,
+            name,
+            rate_limit,
+        } => {
+            let secret = create_key(store.as_ref(), Scope::new(org, project), name, rate_limit).await?;
+            println!("{secret}");
+        }
+        KeysCommand::List { json } => {
+            let keys = store.list_api_keys().await?;
+            if json {
+                for k in &keys {
+                    println!("{}", key_json(k));
+                }
+            } else {
+                print_table(&keys);
+            }
+        }
+        KeysCommand::Revoke { id } => {
+            if store.revoke_api_key(id, common::time::now()).await? {
+                eprintln!("revoked {id}");
+            } else {
+                anyhow::bail!("no active key with id {id}");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates and stores a key; returns the secret, which is not kept anywhere.
+pub async fn create_key(
+    store: &dyn Store,
+    scope: Scope,
+    name: Option<String>,
+    rate_limit: Option<u32>,
+) -> anyhow::Result<String> {
+    let secret = generate_secret();
+    let key = ApiKey {
+        id: Uuid::now_v7(),
+        name,
+        scope,
+        hash: hash_secret(&secret),
+        prefix: display_prefix(&secret),
+        rate_limit,
+        created_at: common::time::now(),
+        revoked_at: None,
+    };
+    store.insert_api_key(&key).await?;
+    Ok(secret)
+}
+
+fn key_json(k: &ApiKey) -> serde_json::Value {
+    serde_json::json!({
+        "id": k.id,
+        "name": k.name,
+        "org": k.scope.org,
+        "project": k.scope.project,
+        "prefix": k.prefix,
+        "rateLimit": k.rate_limit,
+        "createdAt": k.created_at,
+        "revokedAt": k.revoked_at,
+    })
+}
+
+fn print_table(keys: &[ApiKey]) {
+    println!(
+        "{:<36}  {:<16}  {:<16}  {:<16}  {:<13}  {:>10}  {:<7}",
+        "ID", "NAME", "ORG", "PROJECT", "PREFIX", "RATE/MIN", "STATUS"
+    );
+    for k in keys {
+        println!(
+            "{:<36}  {:<16}  {:<16}  {:<16}  {:<13}  {:>10}  {:<7}",
+            k.id,
+            k.name.as_deref().unwrap_or("-"),
+            k.scope.org,
+            k.scope.project,
+            k.prefix,
+            k.rate_limit.map_or_else(|| "default".to_owned(), |n| n.to_string()),
+            if k.is_active() { "active" } else { "revoked" },
+        );
+    }
+}

@@ -1,0 +1,132 @@
+//! Ingest's settings: `config.default.toml` (compiled in, and the reference
+//! for every setting), an optional operator file, then environment variables.
+
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use common::{
+    config::{ConfigError, Secret, Sources, load, parse_defaults},
+    store::StoreConfig,
+    telemetry::LogFormat,
+};
+use serde::Deserialize;
+
+const DEFAULTS: &str = include_str!("../config.default.toml");
+
+/// Every ingest setting; each is documented in `config.default.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub listen: String,
+    pub data_dir: PathBuf,
+    pub mongodb_uri: Option<Secret>,
+    pub mongodb_database: String,
+    pub store_timeout_ms: u64,
+    pub rate_limit_per_minute: u32,
+    pub auth_failures_per_minute: u32,
+    pub anonymous_rate_limit_per_minute: u32,
+    pub max_body_bytes: usize,
+    pub trust_forwarded_for: bool,
+    pub shutdown_grace_seconds: u64,
+    pub log_format: LogFormat,
+}
+
+impl Config {
+    /// Loads and checks the settings; the error names the offending setting.
+    pub fn load(file: Option<&std::path::Path>) -> Result<Self, ConfigError> {
+        let config: Self = load(&Sources {
+            defaults: DEFAULTS,
+            file,
+            env_prefix: "INGEST_",
+            unprefixed: &["MONGODB_URI", "MONGODB_DATABASE"],
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The settings as shipped, without the environment: a base for tests.
+    pub fn defaults() -> Self {
+        parse_defaults(DEFAULTS).expect("the shipped defaults are valid")
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        self.listen_addr()?;
+        let positive = [
+            ("INGEST_RATE_LIMIT_PER_MINUTE", self.rate_limit_per_minute),
+            (
+                "INGEST_AUTH_FAILURES_PER_MINUTE",
+                self.auth_failures_per_minute,
+            ),
+            (
+                "INGEST_ANONYMOUS_RATE_LIMIT_PER_MINUTE",
+                self.anonymous_rate_limit_per_minute,
+            ),
+        ];
+        for (var, value) in positive {
+            if value == 0 {
+                return Err(ConfigError::invalid(var, "must be at least 1"));
+            }
+        }
+        if self.store_timeout_ms == 0 {
+            return Err(ConfigError::invalid(
+                "INGEST_STORE_TIMEOUT_MS",
+                "must be at least 1",
+            ));
+        }
+        if self.max_body_bytes < 1024 {
+            return Err(ConfigError::invalid(
+                "INGEST_MAX_BODY_BYTES",
+                "must be at least 1024",
+            ));
+        }
+        if self.mongodb_uri().is_some() && self.mongodb_database.trim().is_empty() {
+            return Err(ConfigError::invalid(
+                "MONGODB_DATABASE",
+                "must not be empty",
+            ));
+        }
+        if let Some(uri) = self.mongodb_uri()
+            && !(uri.starts_with("mongodb://") || uri.starts_with("mongodb+srv://"))
+        {
+            return Err(ConfigError::invalid(
+                "MONGODB_URI",
+                "must start with mongodb:// or mongodb+srv://",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The address to listen on.
+    pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.listen.parse().map_err(|_| {
+            ConfigError::invalid(
+                "INGEST_LISTEN",
+                format!("{:?} is not an address such as 127.0.0.1:8080", self.listen),
+            )
+        })
+    }
+
+    /// The MongoDB URI, treating an empty value as unset.
+    fn mongodb_uri(&self) -> Option<&str> {
+        self.mongodb_uri
+            .as_ref()
+            .map(Secret::expose)
+            .filter(|u| !u.trim().is_empty())
+    }
+
+    /// MongoDB when a URI is set, otherwise the embedded SQLite store.
+    pub fn store(&self) -> StoreConfig {
+        match self.mongodb_uri() {
+            Some(uri) => StoreConfig::Mongo {
+                uri: uri.to_owned(),
+                database: self.mongodb_database.clone(),
+            },
+            None => StoreConfig::Sqlite {
+                path: self.data_dir.join("tocsin.sqlite3"),
+            },
+        }
+    }
+
+    pub fn store_timeout(&self) -> Duration {
+        Duration::from_millis(self.store_timeout_ms)
+    }
+}

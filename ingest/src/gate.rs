@@ -1,0 +1,99 @@
+//! The gate every request passes: authentication for `/v1`, then the rate
+//! limit that applies (the key's, the address's failed-authentication one,
+//! or the address's anonymous one). Whatever the outcome, the response
+//! carries the `X-RateLimit-*` headers of the limit that was applied.
+
+use std::{net::IpAddr, sync::Arc};
+
+use poem::{Endpoint, IntoResponse, Request, Response, web::RemoteAddr};
+
+use crate::{
+    auth::{AuthError, authenticate},
+    error::{ApiError, rendered},
+    rate_limit::Decision,
+    request_id::RequestId,
+    state::AppState,
+};
+
+/// Paths under this prefix need an API key.
+const API_PREFIX: &str = "/v1";
+
+fn needs_key(path: &str) -> bool {
+    path == API_PREFIX || path.starts_with("/v1/")
+}
+
+/// The client's address: the socket peer, or the first `X-Forwarded-For`
+/// entry when the operator said a trusted proxy sets it.
+fn client_addr(req: &Request, trust_forwarded_for: bool) -> IpAddr {
+    let forwarded = trust_forwarded_for
+        .then(|| req.headers().get("x-forwarded-for"))
+        .flatten()
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .and_then(|first| first.trim().parse().ok());
+    forwarded.unwrap_or_else(|| match req.remote_addr() {
+        RemoteAddr(poem::Addr::SocketAddr(addr)) => addr.ip(),
+        _ => IpAddr::from([0, 0, 0, 0]),
+    })
+}
+
+/// The middleware: `EndpointExt::around` with the app state.
+pub async fn gate<E: Endpoint>(
+    ep: Arc<E>,
+    mut req: Request,
+    state: Arc<AppState>,
+) -> poem::Result<Response> {
+    let request_id = RequestId::of(&req);
+    let addr = client_addr(&req, state.config.trust_forwarded_for);
+    let limits = &state.rate_limits;
+
+    let decision = if !needs_key(req.uri().path()) {
+        limits.check_anonymous(addr)
+    } else if let Some(Decision::Limited { info, retry_after_secs }) = limits.locked_out(addr) {
+        // This address has used up its failed-authentication quota: refuse
+        // before even looking the key up, so guessing gets no answer at all.
+        return Ok(limited(info, retry_after_secs, request_id));
+    } else {
+        match authenticate(state.store.as_ref(), req.headers()).await {
+            Ok(auth) => {
+                let decision = limits.check_key(auth.key_id, auth.rate_limit);
+                req.extensions_mut().insert(auth);
+                decision
+            }
+            Err(AuthError::Store(e)) => {
+                let mut response = ApiError::from(e).render(request_id);
+                limits.check_anonymous(addr).info().apply(&mut response);
+                return Ok(response);
+            }
+            Err(rejection) => {
+                let decision = limits.check_auth_failure(addr);
+                tracing::info!(%addr, reason = rejection.message(), "authentication failed");
+                let mut response = match decision {
+                    Decision::Allowed(_) => ApiError::Unauthorized(rejection.message()).render(request_id),
+                    Decision::Limited { retry_after_secs, .. } => {
+                        ApiError::RateLimited { retry_after_secs }.render(request_id)
+                    }
+                };
+                decision.info().apply(&mut response);
+                return Ok(response);
+            }
+        }
+    };
+
+    let mut response = match decision {
+        Decision::Allowed(_) => {
+            rendered(ep.call(req).await.map(IntoResponse::into_response), request_id)
+        }
+        Decision::Limited { info, retry_after_secs } => {
+            return Ok(limited(info, retry_after_secs, request_id));
+        }
+    };
+    decision.info().apply(&mut response);
+    Ok(response)
+}
+
+fn limited(info: crate::rate_limit::RateLimitInfo, retry_after_secs: u64, request_id: RequestId) -> Response {
+    let mut response = ApiError::RateLimited { retry_after_secs }.render(request_id);
+    info.apply(&mut response);
+    response
+}

@@ -1,0 +1,206 @@
+//! Idempotency keys, after the IETF Idempotency-Key draft and Stripe.
+//!
+//! Scope is (organization, project, key). The first request with a key claims
+//! it with a fingerprint of method, path and body; a retry of a completed
+//! request replays its status and body with `X-Idempotent-Replay: true`; the
+//! same key with a different request gets 422, and while the first is still
+//! running 409. Validation failures (400) and server errors (5xx) release the
+//! key: nothing was written, so a corrected retry must be able to run.
+//! 401 and 429 never get this far. Claims expire after 24 hours.
+
+use std::{sync::Arc, time::Duration};
+
+use common::store::{IdempotencyBegin, StoredResponse};
+use poem::{
+    Body, Endpoint, IntoResponse, Request, Response,
+    http::{HeaderValue, Method, StatusCode, header},
+};
+use sha2::{Digest as _, Sha256};
+
+use crate::{
+    auth::AuthContext,
+    error::{ApiError, rendered},
+    request_id::RequestId,
+    state::AppState,
+};
+
+pub const HEADER: &str = "idempotency-key";
+pub const REPLAY_HEADER: &str = "x-idempotent-replay";
+/// Longest key accepted.
+pub const MAX_KEY_LEN: usize = 255;
+/// How long a key is remembered.
+pub const TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// An in-flight claim older than this is presumed abandoned by a crashed
+/// process and may be taken over. Far longer than any request can run.
+pub const LOCK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The key of a request, if it sent one: 1 to 255 visible ASCII characters.
+fn key_of(req: &Request) -> Result<Option<String>, ApiError> {
+    let Some(value) = req.headers().get(HEADER) else {
+        return Ok(None);
+    };
+    let bad = |message: String| ApiError::BadHeader {
+        header: "Idempotency-Key",
+        message,
+    };
+    let key = value
+        .to_str()
+        .map_err(|_| bad("must be visible ASCII characters".into()))?;
+    if key.is_empty() {
+        return Err(bad("must not be empty".into()));
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(bad(format!("must be at most {MAX_KEY_LEN} characters long")));
+    }
+    if !key.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+        return Err(bad("must be visible ASCII characters".into()));
+    }
+    Ok(Some(key.to_owned()))
+}
+
+fn fingerprint(method: &Method, path: &str, body: &[u8]) -> String {
+    let mut hash = Sha256::new();
+    hash.update(method.as_str());
+    hash.update(b"\n");
+    hash.update(path);
+    hash.update(b"\n");
+    hash.update(body);
+    hex::encode(hash.finalize())
+}
+
+/// Whether a response is the final word on its request, to be replayed.
+fn is_replayable(status: StatusCode) -> bool {
+    !(status.is_server_error() || status == StatusCode::BAD_REQUEST)
+}
+
+/// The middleware: `EndpointExt::around` with the app state. Runs inside the
+/// gate (so the caller is known) and after the body limit.
+pub async fn idempotency<E: Endpoint + 'static>(
+    ep: Arc<E>,
+    mut req: Request,
+    state: Arc<AppState>,
+) -> poem::Result<Response> {
+    let request_id = RequestId::of(&req);
+    if req.method() != Method::POST {
+        return Ok(rendered(ep.call(req).await.map(IntoResponse::into_response), request_id));
+    }
+    let key = match key_of(&req) {
+        Ok(Some(key)) => key,
+        Ok(None) => {
+            return Ok(rendered(ep.call(req).await.map(IntoResponse::into_response), request_id));
+        }
+        Err(e) => return Ok(e.render(request_id)),
+    };
+    let Some(scope) = req.extensions().get::<AuthContext>().map(|a| a.scope.clone()) else {
+        return Ok(rendered(ep.call(req).await.map(IntoResponse::into_response), request_id));
+    };
+    // The body limit has already buffered the body, so this is a cheap copy.
+    let body = req.take_body().into_bytes().await?;
+    let print = fingerprint(req.method(), req.uri().path(), &body);
+    req.set_body(Body::from_bytes(body));
+
+    let store = Arc::clone(&state.store);
+    let begun = store
+        .begin_idempotent(&scope, &key, &print, common::time::now(), TTL, LOCK_TIMEOUT)
+        .await;
+    match begun {
+        Err(e) => Ok(ApiError::from(e).render(request_id)),
+        Ok(IdempotencyBegin::Mismatch) => Ok(ApiError::IdempotencyMismatch.render(request_id)),
+        Ok(IdempotencyBegin::InFlight) => Ok(ApiError::IdempotencyInFlight.render(request_id)),
+        Ok(IdempotencyBegin::Replay(stored)) => Ok(replay(stored)),
+        Ok(IdempotencyBegin::Started) => {
+            // Run the request to the end on its own task: if the client hangs
+            // up mid-way, the outcome is still recorded, so its retry replays
+            // it instead of doing the work twice.
+            let work = tokio::spawn(async move {
+                let response =
+                    rendered(ep.call(req).await.map(IntoResponse::into_response), request_id);
+                finish(store, scope, key, response, request_id).await
+            });
+            match work.await {
+                Ok(response) => Ok(response),
+                Err(e) => Ok(ApiError::Internal(anyhow::anyhow!("request task failed: {e}"))
+                    .render(request_id)),
+            }
+        }
+    }
+}
+
+/// Records or releases the claim according to the response, and returns it.
+async fn finish(
+    store: Arc<dyn common::store::Store>,
+    scope: common::store::Scope,
+    key: String,
+    response: Response,
+    request_id: RequestId,
+) -> Response {
+    if !is_replayable(response.status()) {
+        if let Err(e) = store.release_idempotent(&scope, &key).await {
+            // The claim stays in flight until LOCK_TIMEOUT; retries get 409 until then.
+            tracing::warn!(%request_id, error = %e, "could not release idempotency key");
+        }
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let bytes = match body.into_bytes().await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            return ApiError::Internal(anyhow::anyhow!("response body unreadable: {e}"))
+                .render(request_id);
+        }
+    };
+    let stored = StoredResponse {
+        status: parts.status.as_u16(),
+        content_type: parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/json")
+            .to_owned(),
+        body: bytes.to_vec(),
+    };
+    if let Err(e) = store.complete_idempotent(&scope, &key, &stored).await {
+        // The work is done and its answer goes to the client; only a later
+        // replay is at risk, so this is logged rather than failed.
+        tracing::error!(%request_id, error = %e, "could not record idempotent response");
+    }
+    Response::from_parts(parts, Body::from_bytes(bytes))
+}
+
+/// The original response again, marked as a replay.
+fn replay(stored: StoredResponse) -> Response {
+    let mut response = Response::builder()
+        .status(StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK))
+        .body(stored.body);
+    if let Ok(ct) = HeaderValue::from_str(&stored.content_type) {
+        response.headers_mut().insert(header::CONTENT_TYPE, ct);
+    }
+    response
+        .headers_mut()
+        .insert(REPLAY_HEADER, HeaderValue::from_static("true"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_differ_by_method_path_and_body() {
+        let a = fingerprint(&Method::POST, "/v1/events", b"{}");
+        assert_eq!(a, fingerprint(&Method::POST, "/v1/events", b"{}"));
+        assert_ne!(a, fingerprint(&Method::POST, "/v1/identify", b"{}"));
+        assert_ne!(a, fingerprint(&Method::POST, "/v1/events", b"{ }"));
+        assert_ne!(a, fingerprint(&Method::PUT, "/v1/events", b"{}"));
+    }
+
+    #[test]
+    fn validation_failures_and_server_errors_are_not_replayed() {
+        assert!(is_replayable(StatusCode::CREATED));
+        assert!(is_replayable(StatusCode::OK));
+        assert!(is_replayable(StatusCode::NOT_FOUND));
+        assert!(!is_replayable(StatusCode::BAD_REQUEST));
+        assert!(!is_replayable(StatusCode::INTERNAL_SERVER_ERROR));
+        assert!(!is_replayable(StatusCode::SERVICE_UNAVAILABLE));
+    }
+}

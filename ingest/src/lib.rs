@@ -1,0 +1,25 @@
+//! Tocsin ingest: the HTTP API that records events and identities.
+//!
+//! A request passes, outermost first: [`request_id`] (id, logging, error
+//! envelope) → [`gate`] (authentication and rate limits) → [`body_limit`] →
+//! [`idempotency`] → the handlers in [`api`], whose bodies are checked by
+//! [`validation`] against the schemas [`openapi`] publishes.
+
+pub mod api;
+pub mod auth;
+pub mod body_limit;
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod gate;
+pub mod idempotency;
+pub mod openapi;
+pub mod rate_limit;
+pub mod request_id;
+pub mod startup;
+pub mod state;
+pub mod types;
+pub mod validation;
+
+pub use config::Config;
+pub use startup::Application;

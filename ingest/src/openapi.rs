@@ -1,0 +1,319 @@
+//! The published API description: poem-openapi's generated 3.0 document,
+//! converted to OpenAPI 3.1 and completed with what the middleware does
+//! (authentication, rate-limit and request-id headers, idempotency, and the
+//! error responses every operation can give).
+
+use poem_openapi::{
+    OpenApiService,
+    registry::{MetaSchemaRef, Registry},
+    types::Type,
+};
+use serde_json::{Map, Value, json};
+
+use crate::{
+    api::{events::EventsApi, health::HealthApi, identify::IdentifyApi},
+    error::ErrorEnvelope,
+};
+
+pub type Apis = (EventsApi, IdentifyApi, HealthApi);
+
+/// The version stamped into the document.
+const API_VERSION: &str = "1.0.0";
+
+const DESCRIPTION: &str = "\
+Record product moments on channels and get real-time push alerts on the \
+devices you connect.
+
+Every request to `/v1` is authenticated with `Authorization: Bearer <API key>`. \
+Every response, success or error, carries an envelope with a `requestId` \
+(also in `X-Request-Id`) and the `X-RateLimit-*` headers. Errors use the \
+error envelope; validation errors list every fault in `details`, each with \
+the path of the faulty field.
+
+POST requests accept an `Idempotency-Key` (1 to 255 characters, kept 24 hours, \
+per project): a retry with the same key and body replays the original \
+response with `X-Idempotent-Replay: true`; the same key with a different body \
+gets 422, and while the first request is still running 409.";
+
+/// Wraps the APIs in a service with the document's metadata.
+pub fn service(apis: Apis) -> OpenApiService<Apis, ()> {
+    OpenApiService::new(apis, "Tocsin event alerting API", API_VERSION).description(DESCRIPTION)
+}
+
+/// The OpenAPI 3.1 document for `service`.
+pub fn document(service: &OpenApiService<Apis, ()>) -> Value {
+    let mut doc: Value =
+        serde_json::from_str(&service.spec()).expect("poem-openapi writes valid JSON");
+    add_error_schema(&mut doc);
+    complete_operations(&mut doc);
+    close_request_bodies(&mut doc);
+    upgrade_to_31(&mut doc);
+    doc
+}
+
+/// Registers the error envelope, which no handler returns directly.
+fn add_error_schema(doc: &mut Value) {
+    let mut registry = Registry::new();
+    ErrorEnvelope::register(&mut registry);
+    let schemas = doc
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+        .expect("the API has component schemas");
+    for (name, schema) in registry.schemas {
+        schemas.insert(name, serde_json::to_value(schema).expect("schemas serialise"));
+    }
+}
+
+fn error_schema_ref() -> Value {
+    match ErrorEnvelope::schema_ref() {
+        MetaSchemaRef::Reference(name) => json!({ "$ref": format!("#/components/schemas/{name}") }),
+        MetaSchemaRef::Inline(schema) => serde_json::to_value(schema).expect("schemas serialise"),
+    }
+}
+
+fn header(description: &str, schema: Value) -> Value {
+    json!({ "description": description, "required": true, "schema": schema })
+}
+
+/// Headers on every response.
+fn common_headers() -> Map<String, Value> {
+    let int = json!({ "type": "integer", "minimum": 0 });
+    let mut h = Map::new();
+    h.insert(
+        "X-RateLimit-Limit".into(),
+        header("Requests allowed per minute.", int.clone()),
+    );
+    h.insert(
+        "X-RateLimit-Remaining".into(),
+        header("Requests left in the current window.", int.clone()),
+    );
+    h.insert(
+        "X-RateLimit-Reset".into(),
+        header("Unix time (seconds) when the full quota is available again.", int),
+    );
+    h.insert(
+        "X-Request-Id".into(),
+        header(
+            "Id of this request, as in the body's `requestId`.",
+            json!({ "type": "string", "format": "uuid" }),
+        ),
+    );
+    h
+}
+
+fn error_response(description: &str, retry_after: bool) -> Value {
+    let mut headers = common_headers();
+    if retry_after {
+        headers.insert(
+            "Retry-After".into(),
+            header(
+                "Seconds to wait before retrying.",
+                json!({ "type": "integer", "minimum": 1 }),
+            ),
+        );
+    }
+    json!({
+        "description": description,
+        "headers": headers,
+        "content": { "application/json": { "schema": error_schema_ref() } },
+    })
+}
+
+/// Adds to each operation what the middleware layers do for it.
+fn complete_operations(doc: &mut Value) {
+    let paths = doc
+        .get_mut("paths")
+        .and_then(Value::as_object_mut)
+        .expect("the API has paths");
+    for (path, item) in paths.iter_mut() {
+        let authenticated = path.starts_with("/v1/");
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for (method, op) in item.iter_mut() {
+            let is_post = method == "post";
+            let Some(op) = op.as_object_mut() else {
+                continue;
+            };
+            let responses = op
+                .entry("responses")
+                .or_insert_with(|| json!({}))
+                .as_object_mut()
+                .expect("responses is an object");
+            for (status, response) in responses.iter_mut() {
+                let headers = response
+                    .as_object_mut()
+                    .expect("a response is an object")
+                    .entry("headers")
+                    .or_insert_with(|| json!({}))
+                    .as_object_mut()
+                    .expect("headers is an object");
+                headers.extend(common_headers());
+                if is_post && authenticated && status.starts_with('2') {
+                    headers.insert(
+                        "X-Idempotent-Replay".into(),
+                        json!({
+                            "description": "`true` when this is a replay of the original response.",
+                            "schema": { "type": "string", "enum": ["true"] },
+                        }),
+                    );
+                }
+            }
+            let mut errors = vec![
+                ("429", error_response("Rate limit exceeded.", true)),
+                ("500", error_response("Internal error; the body has only the request id.", false)),
+                ("503", error_response("The store is unreachable; retry later.", true)),
+            ];
+            if authenticated {
+                errors.push(("401", error_response("Missing, malformed, unknown or revoked API key.", false)));
+            }
+            if authenticated && is_post {
+                errors.extend([
+                    ("400", error_response("Invalid request: `details` lists every fault with its path.", false)),
+                    ("409", error_response("A request with this Idempotency-Key is still in progress.", true)),
+                    ("413", error_response("The body is larger than the limit (64 KiB by default).", false)),
+                    ("415", error_response("The body is not JSON (`Content-Type: application/json`).", false)),
+                    ("422", error_response("This Idempotency-Key was used with a different request.", false)),
+                ]);
+                op.entry("parameters")
+                    .or_insert_with(|| json!([]))
+                    .as_array_mut()
+                    .expect("parameters is an array")
+                    .push(json!({
+                        "name": "Idempotency-Key",
+                        "in": "header",
+                        "required": false,
+                        "description": "Makes a retry safe: the same key and body within 24 hours replays the original response.",
+                        "schema": { "type": "string", "minLength": 1, "maxLength": 255 },
+                    }));
+            }
+            let responses = op
+                .get_mut("responses")
+                .and_then(Value::as_object_mut)
+                .expect("responses is an object");
+            for (status, response) in errors {
+                responses.entry(status).or_insert(response);
+            }
+            op.insert(
+                "security".into(),
+                if authenticated {
+                    json!([{ "bearerAuth": [] }])
+                } else {
+                    json!([])
+                },
+            );
+        }
+    }
+    let components = doc
+        .get_mut("components")
+        .and_then(Value::as_object_mut)
+        .expect("the API has components");
+    components.insert(
+        "securitySchemes".into(),
+        json!({
+            "bearerAuth": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An API key created with `ingest keys create`.",
+            }
+        }),
+    );
+    components.insert(
+        "responses".into(),
+        json!({
+            "NotFound": error_response("No such route or resource.", false),
+            "MethodNotAllowed": error_response("The route exists but not with this method.", false),
+        }),
+    );
+}
+
+/// Request bodies reject unknown fields (a typo'd field name is an error, not
+/// silently dropped data). poem-openapi does not publish its
+/// `deny_unknown_fields`, so the schemas used as request bodies are closed here.
+fn close_request_bodies(doc: &mut Value) {
+    let mut names = Vec::new();
+    if let Some(paths) = doc.get("paths").and_then(Value::as_object) {
+        for op in paths.values().filter_map(Value::as_object).flat_map(|i| i.values()) {
+            let Some(content) = op.pointer("/requestBody/content").and_then(Value::as_object) else {
+                continue;
+            };
+            for media in content.values() {
+                if let Some(name) = media
+                    .pointer("/schema/$ref")
+                    .and_then(Value::as_str)
+                    .and_then(|r| r.strip_prefix("#/components/schemas/"))
+                {
+                    names.push(name.to_owned());
+                }
+            }
+        }
+    }
+    for name in names {
+        if let Some(schema) = doc
+            .pointer_mut(&format!("/components/schemas/{name}"))
+            .and_then(Value::as_object_mut)
+        {
+            schema.insert("additionalProperties".into(), Value::Bool(false));
+        }
+    }
+}
+
+/// Rewrites what differs between OpenAPI 3.0 and 3.1 (whose schemas are
+/// JSON Schema 2020-12): the version, `nullable`, and `example`.
+fn upgrade_to_31(doc: &mut Value) {
+    doc["openapi"] = json!("3.1.0");
+    if let Some(schemas) = doc.pointer_mut("/components/schemas") {
+        upgrade_schemas(schemas);
+    }
+    if let Some(paths) = doc.get_mut("paths") {
+        upgrade_schemas(paths);
+    }
+}
+
+/// Walks every JSON object below `value` and upgrades each schema-like one.
+fn upgrade_schemas(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if map.remove("nullable") == Some(Value::Bool(true)) {
+                match map.get("type").cloned() {
+                    Some(Value::String(t)) => {
+                        map.insert("type".into(), json!([t, "null"]));
+                    }
+                    _ => {
+                        let schema = Value::Object(std::mem::take(map));
+                        map.insert("anyOf".into(), json!([schema, { "type": "null" }]));
+                    }
+                }
+            }
+            if let Some(example) = map.remove("example")
+                && map.contains_key("type")
+            {
+                map.insert("examples".into(), json!([example]));
+            }
+            for child in map.values_mut() {
+                upgrade_schemas(child);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(upgrade_schemas),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nullable_becomes_a_type_array() {
+        let mut v = json!({ "type": "string", "nullable": true, "maxLength": 3 });
+        upgrade_schemas(&mut v);
+        assert_eq!(v, json!({ "type": ["string", "null"], "maxLength": 3 }));
+    }
+
+    #[test]
+    fn example_becomes_examples() {
+        let mut v = json!({ "properties": { "icon": { "type": "string", "example": "🚀" } } });
+        upgrade_schemas(&mut v);
+        assert_eq!(v, json!({ "properties": { "icon": { "type": "string", "examples": ["🚀"] } } }));
+    }
+}

@@ -1,0 +1,253 @@
+//! Rate limits with governor: per API key (default or the key's own quota),
+//! per client address for failed authentication, and per client address on
+//! the routes that need no key. Every decision carries what the
+//! `X-RateLimit-*` headers report.
+//!
+//! governor keeps its state in this process: replicas behind a load balancer
+//! each enforce the full quota, so either route by key or divide the
+//! configured quota by the number of replicas (see the README).
+
+use std::{
+    net::IpAddr,
+    num::NonZeroU32,
+    sync::Arc,
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use dashmap::DashMap;
+use governor::{
+    DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter,
+    clock::{Clock, DefaultClock},
+    middleware::StateInformationMiddleware,
+    state::{InMemoryState, NotKeyed, keyed::DefaultKeyedStateStore},
+};
+use poem::{Response, http::HeaderValue};
+use uuid::Uuid;
+
+type Direct = RateLimiter<NotKeyed, InMemoryState, DefaultClock, StateInformationMiddleware>;
+type Keyed<K> =
+    RateLimiter<K, DefaultKeyedStateStore<K>, DefaultClock, StateInformationMiddleware>;
+
+/// What the `X-RateLimit-*` headers say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimitInfo {
+    pub limit: u32,
+    pub remaining: u32,
+    /// Unix time (seconds) by which the full quota is available again.
+    pub reset: u64,
+}
+
+impl RateLimitInfo {
+    pub fn apply(&self, response: &mut Response) {
+        let headers = response.headers_mut();
+        headers.insert("x-ratelimit-limit", HeaderValue::from(self.limit));
+        headers.insert("x-ratelimit-remaining", HeaderValue::from(self.remaining));
+        headers.insert("x-ratelimit-reset", HeaderValue::from(self.reset));
+    }
+}
+
+/// The verdict on one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Allowed(RateLimitInfo),
+    Limited {
+        info: RateLimitInfo,
+        retry_after_secs: u64,
+    },
+}
+
+impl Decision {
+    pub fn info(&self) -> RateLimitInfo {
+        match self {
+            Self::Allowed(info) | Self::Limited { info, .. } => *info,
+        }
+    }
+}
+
+/// A limiter for one API key, with the quota it was built for so a changed
+/// per-key limit is noticed.
+struct KeyLimiter {
+    per_minute: u32,
+    limiter: Direct,
+}
+
+/// All of the service's limiters.
+pub struct RateLimits {
+    default_per_minute: u32,
+    keys: DashMap<Uuid, Arc<KeyLimiter>>,
+    auth_failures: (u32, Keyed<IpAddr>),
+    anonymous: (u32, Keyed<IpAddr>),
+    /// Addresses refused outright until the instant given, after using up
+    /// their failed-authentication quota.
+    lockouts: DashMap<IpAddr, Instant>,
+    clock: DefaultClock,
+}
+
+fn quota(per_minute: u32) -> Quota {
+    Quota::per_minute(NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN))
+}
+
+fn unix_now() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+impl RateLimits {
+    pub fn new(default_per_minute: u32, auth_failures_per_minute: u32, anonymous_per_minute: u32) -> Self {
+        let keyed = |n| {
+            (
+                n,
+                DefaultKeyedRateLimiter::keyed(quota(n)).with_middleware::<StateInformationMiddleware>(),
+            )
+        };
+        Self {
+            default_per_minute,
+            keys: DashMap::new(),
+            auth_failures: keyed(auth_failures_per_minute),
+            anonymous: keyed(anonymous_per_minute),
+            lockouts: DashMap::new(),
+            clock: DefaultClock::default(),
+        }
+    }
+
+    /// Counts one request of an API key against its quota.
+    pub fn check_key(&self, key: Uuid, own_limit: Option<u32>) -> Decision {
+        let per_minute = own_limit.unwrap_or(self.default_per_minute);
+        let entry = self
+            .keys
+            .get(&key)
+            .map(|e| Arc::clone(e.value()))
+            .filter(|l| l.per_minute == per_minute);
+        let limiter = entry.unwrap_or_else(|| {
+            let fresh = Arc::new(KeyLimiter {
+                per_minute,
+                limiter: DefaultDirectRateLimiter::direct(quota(per_minute))
+                    .with_middleware::<StateInformationMiddleware>(),
+            });
+            // Another request may have raced us here; either limiter is
+            // fresh, and the map keeps the last one.
+            self.keys.insert(key, Arc::clone(&fresh));
+            fresh
+        });
+        self.decide(per_minute, limiter.limiter.check())
+    }
+
+    /// Counts one failed authentication from `addr`. Once the quota is used
+    /// up, the address is locked out until it refills a little.
+    pub fn check_auth_failure(&self, addr: IpAddr) -> Decision {
+        let (n, limiter) = &self.auth_failures;
+        let decision = self.decide(*n, limiter.check_key(&addr));
+        if let Decision::Limited { retry_after_secs, .. } = decision {
+            self.lockouts
+                .insert(addr, Instant::now() + Duration::from_secs(retry_after_secs));
+        }
+        decision
+    }
+
+    /// The refusal for an address that is locked out, if it is.
+    pub fn locked_out(&self, addr: IpAddr) -> Option<Decision> {
+        let until = *self.lockouts.get(&addr)?;
+        let left = until.checked_duration_since(Instant::now());
+        let Some(left) = left.filter(|d| !d.is_zero()) else {
+            self.lockouts.remove(&addr);
+            return None;
+        };
+        let per_minute = self.auth_failures.0;
+        let interval = Duration::from_secs(60) / per_minute.max(1);
+        let reset = (unix_now() + left + interval * (per_minute - 1)).as_secs_f64().ceil() as u64;
+        Some(Decision::Limited {
+            info: RateLimitInfo { limit: per_minute, remaining: 0, reset },
+            retry_after_secs: left.as_secs_f64().ceil().max(1.0) as u64,
+        })
+    }
+
+    /// Counts one request from `addr` to a route that needs no key.
+    pub fn check_anonymous(&self, addr: IpAddr) -> Decision {
+        let (n, limiter) = &self.anonymous;
+        self.decide(*n, limiter.check_key(&addr))
+    }
+
+    /// Forgets per-address state that has fully replenished, so memory stays
+    /// bounded by recent clients. Call periodically.
+    pub fn forget_idle(&self) {
+        for (_, limiter) in [&self.auth_failures, &self.anonymous] {
+            limiter.retain_recent();
+            limiter.shrink_to_fit();
+        }
+        let now = Instant::now();
+        self.lockouts.retain(|_, until| *until > now);
+    }
+
+    fn decide(
+        &self,
+        per_minute: u32,
+        outcome: Result<governor::middleware::StateSnapshot, governor::NotUntil<<DefaultClock as Clock>::Instant>>,
+    ) -> Decision {
+        // One unit of quota comes back every `interval`.
+        let interval = Duration::from_secs(60) / per_minute.max(1);
+        let now = unix_now();
+        let reset_at = |until_full: Duration| (now + until_full).as_secs_f64().ceil() as u64;
+        match outcome {
+            Ok(snapshot) => {
+                let remaining = snapshot.remaining_burst_capacity().min(per_minute);
+                Decision::Allowed(RateLimitInfo {
+                    limit: per_minute,
+                    remaining,
+                    reset: reset_at(interval * (per_minute - remaining)),
+                })
+            }
+            Err(not_until) => {
+                let wait = not_until.wait_time_from(self.clock.now());
+                Decision::Limited {
+                    info: RateLimitInfo {
+                        limit: per_minute,
+                        remaining: 0,
+                        reset: reset_at(wait + interval * (per_minute - 1)),
+                    },
+                    retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_gets_its_quota_then_is_limited() {
+        let limits = RateLimits::new(3, 1, 1);
+        let key = Uuid::new_v4();
+        let remaining: Vec<u32> = (0..3)
+            .map(|_| match limits.check_key(key, None) {
+                Decision::Allowed(info) => info.remaining,
+                other => panic!("allowed expected, got {other:?}"),
+            })
+            .collect();
+        assert_eq!(remaining, vec![2, 1, 0]);
+        match limits.check_key(key, None) {
+            Decision::Limited { info, retry_after_secs } => {
+                assert_eq!((info.limit, info.remaining), (3, 0));
+                assert!((1..=20).contains(&retry_after_secs), "{retry_after_secs}");
+                assert!(info.reset >= unix_now().as_secs());
+            }
+            other => panic!("limited expected, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_key_with_its_own_limit_uses_it() {
+        let limits = RateLimits::new(100, 1, 1);
+        let info = limits.check_key(Uuid::new_v4(), Some(7)).info();
+        assert_eq!((info.limit, info.remaining), (7, 6));
+    }
+
+    #[test]
+    fn keys_do_not_share_quota() {
+        let limits = RateLimits::new(1, 1, 1);
+        assert!(matches!(limits.check_key(Uuid::new_v4(), None), Decision::Allowed(_)));
+        assert!(matches!(limits.check_key(Uuid::new_v4(), None), Decision::Allowed(_)));
+    }
+}

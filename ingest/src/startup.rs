@@ -1,0 +1,150 @@
+//! Building and running the service: `Application::build` opens the store and
+//! binds the listener (so tests can ask for port 0 and read the real port),
+//! `run_until_stopped` serves until a shutdown signal.
+
+use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use poem::{
+    EndpointExt, IntoEndpoint, Route, Server,
+    endpoint::make_sync,
+    listener::{Acceptor, Listener, TcpAcceptor, TcpListener},
+    web::Json,
+};
+use serde_json::Value;
+
+use crate::{
+    api::{events::EventsApi, health::HealthApi, identify::IdentifyApi},
+    body_limit::limit_body,
+    config::Config,
+    gate::gate,
+    idempotency::idempotency,
+    openapi,
+    request_id::request_id,
+    state::AppState,
+    validation::SchemaValidators,
+};
+
+/// A bound, ready-to-serve ingest.
+pub struct Application {
+    acceptor: TcpAcceptor,
+    addr: SocketAddr,
+    state: Arc<AppState>,
+    app: poem::endpoint::BoxEndpoint<'static, poem::Response>,
+}
+
+impl Application {
+    /// Opens the store (creating indexes or tables) and binds the listener.
+    pub async fn build(config: Config) -> anyhow::Result<Self> {
+        let addr = config.listen_addr()?;
+        let store = common::store::open(&config.store(), config.store_timeout())
+            .await
+            .context("opening the store")?;
+        let state = Arc::new(AppState::new(config, store));
+        let app = routes(Arc::clone(&state))?;
+        let acceptor = TcpListener::bind(addr)
+            .into_acceptor()
+            .await
+            .with_context(|| format!("binding {addr}"))?;
+        let addr = acceptor
+            .local_addr()
+            .first()
+            .and_then(|a| a.as_socket_addr().copied())
+            .context("the listener has no address")?;
+        Ok(Self {
+            acceptor,
+            addr,
+            state,
+            app,
+        })
+    }
+
+    /// The address actually bound (useful after asking for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn state(&self) -> Arc<AppState> {
+        Arc::clone(&self.state)
+    }
+
+    /// Serves until `shutdown` resolves, then gives in-flight requests the
+    /// configured grace period.
+    pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+        let grace = Duration::from_secs(self.state.config.shutdown_grace_seconds);
+        let sweeper = tokio::spawn(sweep_rate_limits(Arc::clone(&self.state)));
+        tracing::info!(addr = %self.addr, "ingest listening");
+        let served = Server::new_with_acceptor(self.acceptor)
+            .run_with_graceful_shutdown(self.app, shutdown, Some(grace))
+            .await;
+        sweeper.abort();
+        served.context("serving HTTP")
+    }
+
+    /// Serves until SIGTERM or Ctrl-C.
+    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
+        self.run_until(shutdown_signal()).await
+    }
+}
+
+/// Every route and the middleware around them, outermost last.
+fn routes(state: Arc<AppState>) -> anyhow::Result<poem::endpoint::BoxEndpoint<'static, poem::Response>> {
+    let service = openapi::service((
+        EventsApi { state: Arc::clone(&state) },
+        IdentifyApi { state: Arc::clone(&state) },
+        HealthApi { state: Arc::clone(&state) },
+    ));
+    let document = openapi::document(&service);
+    let validators = Arc::new(SchemaValidators::from_openapi(&document)?);
+    let docs_page = service.scalar();
+    let document = Arc::new(document);
+    let max_body = state.config.max_body_bytes;
+    let (s1, s2) = (Arc::clone(&state), Arc::clone(&state));
+    let app = Route::new()
+        .at(
+            "/openapi.json",
+            make_sync(move |_| Json(Value::clone(&document))).into_endpoint(),
+        )
+        .at("/docs", docs_page)
+        .nest("/", service)
+        .data(validators)
+        .around(move |ep, req| idempotency(ep, req, Arc::clone(&s1)))
+        .around(move |ep, req| limit_body(ep, req, max_body))
+        .around(move |ep, req| gate(ep, req, Arc::clone(&s2)))
+        .around(request_id)
+        .map_to_response()
+        .boxed();
+    Ok(app)
+}
+
+/// Keeps per-address limiter memory bounded by recent clients.
+async fn sweep_rate_limits(state: Arc<AppState>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        tick.tick().await;
+        state.rate_limits.forget_idle();
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutdown signal received");
+}
+

@@ -1,0 +1,28 @@
+//! What every request handler and middleware shares.
+
+use std::sync::Arc;
+
+use common::store::Store;
+
+use crate::{config::Config, rate_limit::RateLimits};
+
+pub struct AppState {
+    pub config: Config,
+    pub store: Arc<dyn Store>,
+    pub rate_limits: RateLimits,
+}
+
+impl AppState {
+    pub fn new(config: Config, store: Arc<dyn Store>) -> Self {
+        let rate_limits = RateLimits::new(
+            config.rate_limit_per_minute,
+            config.auth_failures_per_minute,
+            config.anonymous_rate_limit_per_minute,
+        );
+        Self {
+            config,
+            store,
+            rate_limits,
+        }
+    }
+}

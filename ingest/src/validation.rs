@@ -1,0 +1,242 @@
+//! Strict request validation against the very schemas `/openapi.json`
+//! publishes.
+//!
+//! poem-openapi's own JSON parsing coerces (`"title": 5` becomes `"5"`) and
+//! stops at the first fault, so request bodies go through [`ValidatedJson`]
+//! instead: the body is checked with a JSON Schema 2020-12 validator built
+//! from the generated OpenAPI 3.1 document, every fault is collected with its
+//! path, and only a valid body reaches the handler.
+
+use std::{collections::HashMap, sync::Arc};
+
+use jsonschema::{
+    ValidationError,
+    error::{TypeKind, ValidationErrorKind},
+};
+use poem::{Request, RequestBody};
+use poem_openapi::{
+    ApiExtractor, ApiExtractorType, ExtractParamOptions,
+    payload::{ParsePayload, Payload},
+    registry::{MetaMediaType, MetaRequest, MetaSchemaRef, Registry},
+    types::{ParseFromJSON, Type},
+};
+use serde_json::Value;
+
+use crate::{error::ApiError, error::FieldError, types::is_single_emoji};
+
+/// Deepest nesting accepted inside `metadata` and `properties`. BSON allows
+/// 100 levels in a whole document; this keeps every stored event well inside.
+pub const MAX_DEPTH: usize = 16;
+
+/// One compiled validator per request-body schema of the API.
+pub struct SchemaValidators {
+    by_schema: HashMap<String, jsonschema::Validator>,
+}
+
+impl SchemaValidators {
+    /// Compiles a validator for every schema in `components.schemas` of an
+    /// OpenAPI 3.1 document (whose schemas are JSON Schema 2020-12).
+    pub fn from_openapi(doc: &Value) -> anyhow::Result<Self> {
+        let components = doc
+            .pointer("/components/schemas")
+            .and_then(Value::as_object)
+            .ok_or_else(|| anyhow::anyhow!("the OpenAPI document has no component schemas"))?;
+        let mut by_schema = HashMap::new();
+        for name in components.keys() {
+            let root = serde_json::json!({
+                "$ref": format!("#/components/schemas/{name}"),
+                "components": { "schemas": components },
+            });
+            let validator = jsonschema::draft202012::options()
+                .should_validate_formats(true)
+                .with_format("emoji", is_single_emoji)
+                .build(&root)
+                .map_err(|e| anyhow::anyhow!("schema {name} does not compile: {e}"))?;
+            by_schema.insert(name.clone(), validator);
+        }
+        Ok(Self { by_schema })
+    }
+
+    /// Every fault of `value` against the named schema, in document order.
+    pub fn check(&self, schema: &str, value: &Value) -> Result<(), Vec<FieldError>> {
+        let Some(validator) = self.by_schema.get(schema) else {
+            // A body type without a published schema is a programming error;
+            // refusing it is safer than accepting it unchecked.
+            return Err(vec![FieldError::new(vec![], "unsupported request body")]);
+        };
+        let mut faults: Vec<FieldError> = validator.iter_errors(value).flat_map(describe).collect();
+        too_deep(value, &mut Vec::new(), 0, &mut faults);
+        if faults.is_empty() {
+            Ok(())
+        } else {
+            Err(faults)
+        }
+    }
+}
+
+/// Turns one schema violation into the faults a client sees.
+fn describe(error: ValidationError<'_>) -> Vec<FieldError> {
+    let path: Vec<String> = error
+        .instance_path()
+        .segments()
+        .map(|s| s.to_string())
+        .collect();
+    let at = |extra: &str| {
+        let mut p = path.clone();
+        p.push(extra.to_owned());
+        p
+    };
+    let one = |message: String| vec![FieldError::new(path.clone(), message)];
+    match error.kind() {
+        ValidationErrorKind::Required { property } => {
+            let name = property.as_str().unwrap_or_default();
+            vec![FieldError::new(at(name), "is required")]
+        }
+        ValidationErrorKind::AdditionalProperties { unexpected } => unexpected
+            .iter()
+            .map(|name| FieldError::new(at(name), "is not a known field"))
+            .collect(),
+        ValidationErrorKind::Type { kind } => one(format!("must be {}", type_names(kind))),
+        ValidationErrorKind::MinLength { limit: 1 } => one("must not be empty".into()),
+        ValidationErrorKind::MinLength { limit } => {
+            one(format!("must be at least {limit} characters long"))
+        }
+        ValidationErrorKind::MaxLength { limit } => {
+            one(format!("must be at most {limit} characters long"))
+        }
+        ValidationErrorKind::MaxItems { limit } => one(format!("must have at most {limit} items")),
+        ValidationErrorKind::MinItems { limit } => {
+            one(format!("must have at least {limit} items"))
+        }
+        ValidationErrorKind::MaxProperties { limit } => {
+            one(format!("must have at most {limit} properties"))
+        }
+        ValidationErrorKind::UniqueItems => one("must not contain duplicates".into()),
+        ValidationErrorKind::Format { format } if format == "emoji" => {
+            one("must be exactly one emoji".into())
+        }
+        ValidationErrorKind::Enum { options } => one(format!("must be one of {options}")),
+        _ => one(error.to_string()),
+    }
+}
+
+fn type_names(kind: &TypeKind) -> String {
+    let article = |t: String| match t.as_str() {
+        "null" => "null".to_owned(),
+        "array" | "object" | "integer" => format!("an {t}"),
+        _ => format!("a {t}"),
+    };
+    match kind {
+        TypeKind::Single(t) => article(t.to_string()),
+        TypeKind::Multiple(set) => set
+            .iter()
+            .map(|t| article(t.to_string()))
+            .collect::<Vec<_>>()
+            .join(" or "),
+    }
+}
+
+/// Reports values nested deeper than [`MAX_DEPTH`], which JSON Schema
+/// cannot express.
+fn too_deep(value: &Value, path: &mut Vec<String>, depth: usize, faults: &mut Vec<FieldError>) {
+    if depth > MAX_DEPTH {
+        faults.push(FieldError::new(
+            path.clone(),
+            format!("is nested more than {MAX_DEPTH} levels deep"),
+        ));
+        return;
+    }
+    let children: Box<dyn Iterator<Item = (String, &Value)>> = match value {
+        Value::Object(map) => Box::new(map.iter().map(|(k, v)| (k.clone(), v))),
+        Value::Array(items) => Box::new(items.iter().enumerate().map(|(i, v)| (i.to_string(), v))),
+        _ => return,
+    };
+    for (segment, child) in children {
+        path.push(segment);
+        too_deep(child, path, depth + 1, faults);
+        path.pop();
+    }
+}
+
+/// A JSON request body that has passed strict validation. It documents
+/// itself exactly like poem-openapi's `Json<T>`.
+pub struct ValidatedJson<T>(pub T);
+
+impl<T: Type> Payload for ValidatedJson<T> {
+    const CONTENT_TYPE: &'static str = "application/json";
+
+    fn check_content_type(content_type: &str) -> bool {
+        content_type.parse::<mime::Mime>().is_ok_and(|m| {
+            m.type_() == mime::APPLICATION
+                && (m.subtype() == mime::JSON || m.suffix() == Some(mime::JSON))
+        })
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        T::schema_ref()
+    }
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+}
+
+impl<T: ParseFromJSON> ParsePayload for ValidatedJson<T> {
+    const IS_REQUIRED: bool = true;
+
+    async fn from_request(request: &Request, body: &mut RequestBody) -> poem::Result<Self> {
+        let validators = request
+            .data::<Arc<SchemaValidators>>()
+            .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("schema validators missing")))?;
+        let bytes = body.take()?.into_bytes().await?;
+        if bytes.is_empty() {
+            return Err(ApiError::MalformedJson("the request body is empty".into()).into());
+        }
+        let value: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::MalformedJson(format!("invalid JSON: {e}")))?;
+        validators
+            .check(&T::name(), &value)
+            .map_err(ApiError::Validation)?;
+        let parsed = T::parse_from_json(Some(value)).map_err(|e| {
+            // The schema and the type disagree: a bug, not the client's fault.
+            ApiError::Internal(anyhow::anyhow!(
+                "validated body does not parse: {}",
+                e.into_message()
+            ))
+        })?;
+        Ok(Self(parsed))
+    }
+}
+
+impl<'a, T: ParseFromJSON> ApiExtractor<'a> for ValidatedJson<T> {
+    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::RequestObject];
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        <Self as Payload>::register(registry);
+    }
+
+    fn request_meta() -> Option<MetaRequest> {
+        Some(MetaRequest {
+            description: None,
+            content: vec![MetaMediaType {
+                content_type: <Self as Payload>::CONTENT_TYPE,
+                schema: <Self as Payload>::schema_ref(),
+            }],
+            required: true,
+        })
+    }
+
+    async fn from_request(
+        request: &'a Request,
+        body: &mut RequestBody,
+        _param_opts: ExtractParamOptions<Self::ParamType>,
+    ) -> poem::Result<Self> {
+        let content_type = request.content_type();
+        if !content_type.is_some_and(<Self as Payload>::check_content_type) {
+            return Err(ApiError::UnsupportedMediaType.into());
+        }
+        <Self as ParsePayload>::from_request(request, body).await
+    }
+}
