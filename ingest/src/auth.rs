@@ -46,8 +46,13 @@ impl AuthError {
 }
 
 /// Authenticates a request from its headers.
-pub async fn authenticate(store: &dyn Store, headers: &HeaderMap) -> Result<AuthContext, AuthError> {
-    let value = headers.get(header::AUTHORIZATION).ok_or(AuthError::Missing)?;
+pub async fn authenticate(
+    store: &dyn Store,
+    headers: &HeaderMap,
+) -> Result<AuthContext, AuthError> {
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .ok_or(AuthError::Missing)?;
     let value = value.to_str().map_err(|_| AuthError::Malformed)?.trim();
     let (scheme, secret) = value.split_once(' ').ok_or(AuthError::Malformed)?;
     if !scheme.eq_ignore_ascii_case("bearer") {

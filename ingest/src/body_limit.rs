@@ -11,7 +11,11 @@ use crate::{
 };
 
 /// The middleware: `EndpointExt::around` with the limit in bytes.
-pub async fn limit_body<E: Endpoint>(ep: Arc<E>, mut req: Request, limit: usize) -> poem::Result<Response> {
+pub async fn limit_body<E: Endpoint>(
+    ep: Arc<E>,
+    mut req: Request,
+    limit: usize,
+) -> poem::Result<Response> {
     let request_id = RequestId::of(&req);
     let declared = req
         .headers()
@@ -27,9 +31,14 @@ pub async fn limit_body<E: Endpoint>(ep: Arc<E>, mut req: Request, limit: usize)
             return Ok(ApiError::PayloadTooLarge { limit }.render(request_id));
         }
         Err(e) => {
-            return Ok(ApiError::MalformedJson(format!("the request body could not be read: {e}"))
-                .render(request_id));
+            return Ok(
+                ApiError::MalformedJson(format!("the request body could not be read: {e}"))
+                    .render(request_id),
+            );
         }
     }
-    Ok(rendered(ep.call(req).await.map(IntoResponse::into_response), request_id))
+    Ok(rendered(
+        ep.call(req).await.map(IntoResponse::into_response),
+        request_id,
+    ))
 }

@@ -117,7 +117,8 @@ async fn keys(config: Config, command: KeysCommand) -> anyhow::Result<()> {
             name,
             rate_limit,
         } => {
-            let secret = create_key(store.as_ref(), Scope::new(org, project), name, rate_limit).await?;
+            let secret =
+                create_key(store.as_ref(), Scope::new(org, project), name, rate_limit).await?;
             println!("{secret}");
         }
         KeysCommand::List { json } => {
@@ -189,7 +190,8 @@ fn print_table(keys: &[ApiKey]) {
             k.scope.org,
             k.scope.project,
             k.prefix,
-            k.rate_limit.map_or_else(|| "default".to_owned(), |n| n.to_string()),
+            k.rate_limit
+                .map_or_else(|| "default".to_owned(), |n| n.to_string()),
             if k.is_active() { "active" } else { "revoked" },
         );
     }

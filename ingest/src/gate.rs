@@ -49,7 +49,11 @@ pub async fn gate<E: Endpoint>(
 
     let decision = if !needs_key(req.uri().path()) {
         limits.check_anonymous(addr)
-    } else if let Some(Decision::Limited { info, retry_after_secs }) = limits.locked_out(addr) {
+    } else if let Some(Decision::Limited {
+        info,
+        retry_after_secs,
+    }) = limits.locked_out(addr)
+    {
         // This address has used up its failed-authentication quota: refuse
         // before even looking the key up, so guessing gets no answer at all.
         return Ok(limited(info, retry_after_secs, request_id));
@@ -69,10 +73,12 @@ pub async fn gate<E: Endpoint>(
                 let decision = limits.check_auth_failure(addr);
                 tracing::info!(%addr, reason = rejection.message(), "authentication failed");
                 let mut response = match decision {
-                    Decision::Allowed(_) => ApiError::Unauthorized(rejection.message()).render(request_id),
-                    Decision::Limited { retry_after_secs, .. } => {
-                        ApiError::RateLimited { retry_after_secs }.render(request_id)
+                    Decision::Allowed(_) => {
+                        ApiError::Unauthorized(rejection.message()).render(request_id)
                     }
+                    Decision::Limited {
+                        retry_after_secs, ..
+                    } => ApiError::RateLimited { retry_after_secs }.render(request_id),
                 };
                 decision.info().apply(&mut response);
                 return Ok(response);
@@ -81,10 +87,14 @@ pub async fn gate<E: Endpoint>(
     };
 
     let mut response = match decision {
-        Decision::Allowed(_) => {
-            rendered(ep.call(req).await.map(IntoResponse::into_response), request_id)
-        }
-        Decision::Limited { info, retry_after_secs } => {
+        Decision::Allowed(_) => rendered(
+            ep.call(req).await.map(IntoResponse::into_response),
+            request_id,
+        ),
+        Decision::Limited {
+            info,
+            retry_after_secs,
+        } => {
             return Ok(limited(info, retry_after_secs, request_id));
         }
     };
@@ -92,7 +102,11 @@ pub async fn gate<E: Endpoint>(
     Ok(response)
 }
 
-fn limited(info: crate::rate_limit::RateLimitInfo, retry_after_secs: u64, request_id: RequestId) -> Response {
+fn limited(
+    info: crate::rate_limit::RateLimitInfo,
+    retry_after_secs: u64,
+    request_id: RequestId,
+) -> Response {
     let mut response = ApiError::RateLimited { retry_after_secs }.render(request_id);
     info.apply(&mut response);
     response

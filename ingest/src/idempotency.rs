@@ -50,7 +50,9 @@ fn key_of(req: &Request) -> Result<Option<String>, ApiError> {
         return Err(bad("must not be empty".into()));
     }
     if key.len() > MAX_KEY_LEN {
-        return Err(bad(format!("must be at most {MAX_KEY_LEN} characters long")));
+        return Err(bad(format!(
+            "must be at most {MAX_KEY_LEN} characters long"
+        )));
     }
     if !key.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
         return Err(bad("must be visible ASCII characters".into()));
@@ -82,17 +84,30 @@ pub async fn idempotency<E: Endpoint + 'static>(
 ) -> poem::Result<Response> {
     let request_id = RequestId::of(&req);
     if req.method() != Method::POST {
-        return Ok(rendered(ep.call(req).await.map(IntoResponse::into_response), request_id));
+        return Ok(rendered(
+            ep.call(req).await.map(IntoResponse::into_response),
+            request_id,
+        ));
     }
     let key = match key_of(&req) {
         Ok(Some(key)) => key,
         Ok(None) => {
-            return Ok(rendered(ep.call(req).await.map(IntoResponse::into_response), request_id));
+            return Ok(rendered(
+                ep.call(req).await.map(IntoResponse::into_response),
+                request_id,
+            ));
         }
         Err(e) => return Ok(e.render(request_id)),
     };
-    let Some(scope) = req.extensions().get::<AuthContext>().map(|a| a.scope.clone()) else {
-        return Ok(rendered(ep.call(req).await.map(IntoResponse::into_response), request_id));
+    let Some(scope) = req
+        .extensions()
+        .get::<AuthContext>()
+        .map(|a| a.scope.clone())
+    else {
+        return Ok(rendered(
+            ep.call(req).await.map(IntoResponse::into_response),
+            request_id,
+        ));
     };
     // The body limit has already buffered the body, so this is a cheap copy.
     let body = req.take_body().into_bytes().await?;
@@ -113,14 +128,18 @@ pub async fn idempotency<E: Endpoint + 'static>(
             // up mid-way, the outcome is still recorded, so its retry replays
             // it instead of doing the work twice.
             let work = tokio::spawn(async move {
-                let response =
-                    rendered(ep.call(req).await.map(IntoResponse::into_response), request_id);
+                let response = rendered(
+                    ep.call(req).await.map(IntoResponse::into_response),
+                    request_id,
+                );
                 finish(store, scope, key, response, request_id).await
             });
             match work.await {
                 Ok(response) => Ok(response),
-                Err(e) => Ok(ApiError::Internal(anyhow::anyhow!("request task failed: {e}"))
-                    .render(request_id)),
+                Err(e) => Ok(
+                    ApiError::Internal(anyhow::anyhow!("request task failed: {e}"))
+                        .render(request_id),
+                ),
             }
         }
     }

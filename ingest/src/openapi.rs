@@ -60,7 +60,10 @@ fn add_error_schema(doc: &mut Value) {
         .and_then(Value::as_object_mut)
         .expect("the API has component schemas");
     for (name, schema) in registry.schemas {
-        schemas.insert(name, serde_json::to_value(schema).expect("schemas serialise"));
+        schemas.insert(
+            name,
+            serde_json::to_value(schema).expect("schemas serialise"),
+        );
     }
 }
 
@@ -89,7 +92,10 @@ fn common_headers() -> Map<String, Value> {
     );
     h.insert(
         "X-RateLimit-Reset".into(),
-        header("Unix time (seconds) when the full quota is available again.", int),
+        header(
+            "Unix time (seconds) when the full quota is available again.",
+            int,
+        ),
     );
     h.insert(
         "X-Request-Id".into(),
@@ -161,19 +167,58 @@ fn complete_operations(doc: &mut Value) {
             }
             let mut errors = vec![
                 ("429", error_response("Rate limit exceeded.", true)),
-                ("500", error_response("Internal error; the body has only the request id.", false)),
-                ("503", error_response("The store is unreachable; retry later.", true)),
+                (
+                    "500",
+                    error_response("Internal error; the body has only the request id.", false),
+                ),
+                (
+                    "503",
+                    error_response("The store is unreachable; retry later.", true),
+                ),
             ];
             if authenticated {
-                errors.push(("401", error_response("Missing, malformed, unknown or revoked API key.", false)));
+                errors.push((
+                    "401",
+                    error_response("Missing, malformed, unknown or revoked API key.", false),
+                ));
             }
             if authenticated && is_post {
                 errors.extend([
-                    ("400", error_response("Invalid request: `details` lists every fault with its path.", false)),
-                    ("409", error_response("A request with this Idempotency-Key is still in progress.", true)),
-                    ("413", error_response("The body is larger than the limit (64 KiB by default).", false)),
-                    ("415", error_response("The body is not JSON (`Content-Type: application/json`).", false)),
-                    ("422", error_response("This Idempotency-Key was used with a different request.", false)),
+                    (
+                        "400",
+                        error_response(
+                            "Invalid request: `details` lists every fault with its path.",
+                            false,
+                        ),
+                    ),
+                    (
+                        "409",
+                        error_response(
+                            "A request with this Idempotency-Key is still in progress.",
+                            true,
+                        ),
+                    ),
+                    (
+                        "413",
+                        error_response(
+                            "The body is larger than the limit (64 KiB by default).",
+                            false,
+                        ),
+                    ),
+                    (
+                        "415",
+                        error_response(
+                            "The body is not JSON (`Content-Type: application/json`).",
+                            false,
+                        ),
+                    ),
+                    (
+                        "422",
+                        error_response(
+                            "This Idempotency-Key was used with a different request.",
+                            false,
+                        ),
+                    ),
                 ]);
                 op.entry("parameters")
                     .or_insert_with(|| json!([]))
@@ -233,8 +278,15 @@ fn complete_operations(doc: &mut Value) {
 fn close_request_bodies(doc: &mut Value) {
     let mut names = Vec::new();
     if let Some(paths) = doc.get("paths").and_then(Value::as_object) {
-        for op in paths.values().filter_map(Value::as_object).flat_map(|i| i.values()) {
-            let Some(content) = op.pointer("/requestBody/content").and_then(Value::as_object) else {
+        for op in paths
+            .values()
+            .filter_map(Value::as_object)
+            .flat_map(|i| i.values())
+        {
+            let Some(content) = op
+                .pointer("/requestBody/content")
+                .and_then(Value::as_object)
+            else {
                 continue;
             };
             for media in content.values() {
@@ -314,6 +366,9 @@ mod tests {
     fn example_becomes_examples() {
         let mut v = json!({ "properties": { "icon": { "type": "string", "example": "🚀" } } });
         upgrade_schemas(&mut v);
-        assert_eq!(v, json!({ "properties": { "icon": { "type": "string", "examples": ["🚀"] } } }));
+        assert_eq!(
+            v,
+            json!({ "properties": { "icon": { "type": "string", "examples": ["🚀"] } } })
+        );
     }
 }

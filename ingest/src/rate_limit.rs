@@ -25,8 +25,7 @@ use poem::{Response, http::HeaderValue};
 use uuid::Uuid;
 
 type Direct = RateLimiter<NotKeyed, InMemoryState, DefaultClock, StateInformationMiddleware>;
-type Keyed<K> =
-    RateLimiter<K, DefaultKeyedStateStore<K>, DefaultClock, StateInformationMiddleware>;
+type Keyed<K> = RateLimiter<K, DefaultKeyedStateStore<K>, DefaultClock, StateInformationMiddleware>;
 
 /// What the `X-RateLimit-*` headers say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,11 +93,16 @@ fn unix_now() -> Duration {
 }
 
 impl RateLimits {
-    pub fn new(default_per_minute: u32, auth_failures_per_minute: u32, anonymous_per_minute: u32) -> Self {
+    pub fn new(
+        default_per_minute: u32,
+        auth_failures_per_minute: u32,
+        anonymous_per_minute: u32,
+    ) -> Self {
         let keyed = |n| {
             (
                 n,
-                DefaultKeyedRateLimiter::keyed(quota(n)).with_middleware::<StateInformationMiddleware>(),
+                DefaultKeyedRateLimiter::keyed(quota(n))
+                    .with_middleware::<StateInformationMiddleware>(),
             )
         };
         Self {
@@ -138,7 +142,10 @@ impl RateLimits {
     pub fn check_auth_failure(&self, addr: IpAddr) -> Decision {
         let (n, limiter) = &self.auth_failures;
         let decision = self.decide(*n, limiter.check_key(&addr));
-        if let Decision::Limited { retry_after_secs, .. } = decision {
+        if let Decision::Limited {
+            retry_after_secs, ..
+        } = decision
+        {
             self.lockouts
                 .insert(addr, Instant::now() + Duration::from_secs(retry_after_secs));
         }
@@ -155,9 +162,15 @@ impl RateLimits {
         };
         let per_minute = self.auth_failures.0;
         let interval = Duration::from_secs(60) / per_minute.max(1);
-        let reset = (unix_now() + left + interval * (per_minute - 1)).as_secs_f64().ceil() as u64;
+        let reset = (unix_now() + left + interval * (per_minute - 1))
+            .as_secs_f64()
+            .ceil() as u64;
         Some(Decision::Limited {
-            info: RateLimitInfo { limit: per_minute, remaining: 0, reset },
+            info: RateLimitInfo {
+                limit: per_minute,
+                remaining: 0,
+                reset,
+            },
             retry_after_secs: left.as_secs_f64().ceil().max(1.0) as u64,
         })
     }
@@ -182,7 +195,10 @@ impl RateLimits {
     fn decide(
         &self,
         per_minute: u32,
-        outcome: Result<governor::middleware::StateSnapshot, governor::NotUntil<<DefaultClock as Clock>::Instant>>,
+        outcome: Result<
+            governor::middleware::StateSnapshot,
+            governor::NotUntil<<DefaultClock as Clock>::Instant>,
+        >,
     ) -> Decision {
         // One unit of quota comes back every `interval`.
         let interval = Duration::from_secs(60) / per_minute.max(1);
@@ -228,7 +244,10 @@ mod tests {
             .collect();
         assert_eq!(remaining, vec![2, 1, 0]);
         match limits.check_key(key, None) {
-            Decision::Limited { info, retry_after_secs } => {
+            Decision::Limited {
+                info,
+                retry_after_secs,
+            } => {
                 assert_eq!((info.limit, info.remaining), (3, 0));
                 assert!((1..=20).contains(&retry_after_secs), "{retry_after_secs}");
                 assert!(info.reset >= unix_now().as_secs());
@@ -247,7 +266,13 @@ mod tests {
     #[test]
     fn keys_do_not_share_quota() {
         let limits = RateLimits::new(1, 1, 1);
-        assert!(matches!(limits.check_key(Uuid::new_v4(), None), Decision::Allowed(_)));
-        assert!(matches!(limits.check_key(Uuid::new_v4(), None), Decision::Allowed(_)));
+        assert!(matches!(
+            limits.check_key(Uuid::new_v4(), None),
+            Decision::Allowed(_)
+        ));
+        assert!(matches!(
+            limits.check_key(Uuid::new_v4(), None),
+            Decision::Allowed(_)
+        ));
     }
 }

@@ -9,7 +9,7 @@ use poem::{
     EndpointExt, IntoEndpoint, Route, Server,
     endpoint::make_sync,
     listener::{Acceptor, Listener, TcpAcceptor, TcpListener},
-    web::Json,
+    web::{Html, Json},
 };
 use serde_json::Value;
 
@@ -70,7 +70,10 @@ impl Application {
 
     /// Serves until `shutdown` resolves, then gives in-flight requests the
     /// configured grace period.
-    pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
         let grace = Duration::from_secs(self.state.config.shutdown_grace_seconds);
         let sweeper = tokio::spawn(sweep_rate_limits(Arc::clone(&self.state)));
         tracing::info!(addr = %self.addr, "ingest listening");
@@ -88,15 +91,29 @@ impl Application {
 }
 
 /// Every route and the middleware around them, outermost last.
-fn routes(state: Arc<AppState>) -> anyhow::Result<poem::endpoint::BoxEndpoint<'static, poem::Response>> {
+fn routes(
+    state: Arc<AppState>,
+) -> anyhow::Result<poem::endpoint::BoxEndpoint<'static, poem::Response>> {
     let service = openapi::service((
-        EventsApi { state: Arc::clone(&state) },
-        IdentifyApi { state: Arc::clone(&state) },
-        HealthApi { state: Arc::clone(&state) },
+        EventsApi {
+            state: Arc::clone(&state),
+        },
+        IdentifyApi {
+            state: Arc::clone(&state),
+        },
+        HealthApi {
+            state: Arc::clone(&state),
+        },
     ));
     let document = openapi::document(&service);
     let validators = Arc::new(SchemaValidators::from_openapi(&document)?);
-    let docs_page = service.scalar();
+    // poem-openapi's Scalar page embeds its own 3.0 document; serve it with
+    // the published 3.1 one instead, so the page shows what clients get.
+    let docs_html = Html(
+        service
+            .scalar_html()
+            .replacen(&service.spec(), &document.to_string(), 1),
+    );
     let document = Arc::new(document);
     let max_body = state.config.max_body_bytes;
     let (s1, s2) = (Arc::clone(&state), Arc::clone(&state));
@@ -105,7 +122,7 @@ fn routes(state: Arc<AppState>) -> anyhow::Result<poem::endpoint::BoxEndpoint<'s
             "/openapi.json",
             make_sync(move |_| Json(Value::clone(&document))).into_endpoint(),
         )
-        .at("/docs", docs_page)
+        .at("/docs", make_sync(move |_| docs_html.clone()))
         .nest("/", service)
         .data(validators)
         .around(move |ep, req| idempotency(ep, req, Arc::clone(&s1)))
@@ -147,4 +164,3 @@ async fn shutdown_signal() {
     }
     tracing::info!("shutdown signal received");
 }
-

@@ -65,13 +65,14 @@ impl ToJSON for Icon {
     }
 }
 
-/// A value that may be absent or explicitly `null` (both read as `None`);
-/// published as `type: [T, "null"]`.
+/// A value that is always present but may be `null`; published as
+/// `type: [T, "null"]` and required. Wrap it in `Option` for an input field
+/// that may also be left out.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Nullable<T>(pub Option<T>);
 
 impl<T: Type> Type for Nullable<T> {
-    const IS_REQUIRED: bool = false;
+    const IS_REQUIRED: bool = true;
     type RawValueType = T::RawValueType;
     type RawElementValueType = T::RawElementValueType;
 
@@ -86,7 +87,10 @@ impl<T: Type> Type for Nullable<T> {
                 ..*schema
             })),
             reference => MetaSchemaRef::Inline(Box::new(MetaSchema {
-                any_of: vec![reference, MetaSchemaRef::Inline(Box::new(MetaSchema::new("null")))],
+                any_of: vec![
+                    reference,
+                    MetaSchemaRef::Inline(Box::new(MetaSchema::new("null"))),
+                ],
                 ..MetaSchema::ANY
             })),
         }
@@ -142,7 +146,8 @@ mod tests {
 
     #[test]
     fn single_emoji_of_every_shape_is_accepted() {
-        for icon in ["🚀", "👍🏽", "🏳️‍🌈", "🇫🇷", "❤️", "1️⃣", "👨‍👩‍👧"] {
+        for icon in ["🚀", "👍🏽", "🏳️‍🌈", "🇫🇷", "❤️", "1️⃣", "👨‍👩‍👧"]
+        {
             assert!(is_single_emoji(icon), "{icon} should be one emoji");
         }
     }

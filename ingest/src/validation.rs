@@ -105,9 +105,7 @@ fn describe(error: ValidationError<'_>) -> Vec<FieldError> {
             one(format!("must be at most {limit} characters long"))
         }
         ValidationErrorKind::MaxItems { limit } => one(format!("must have at most {limit} items")),
-        ValidationErrorKind::MinItems { limit } => {
-            one(format!("must have at least {limit} items"))
-        }
+        ValidationErrorKind::MinItems { limit } => one(format!("must have at least {limit} items")),
         ValidationErrorKind::MaxProperties { limit } => {
             one(format!("must have at most {limit} properties"))
         }

@@ -1,1 +1,12 @@
+//! End-to-end tests: the real ingest on a random port, against a real
+//! SQLite file and a real MongoDB-compatible server.
 
+mod auth;
+mod errors;
+mod events;
+mod idempotency;
+mod identify;
+mod openapi;
+mod rate_limit;
+mod store_contract;
+mod validation;

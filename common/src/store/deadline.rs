@@ -67,6 +67,10 @@ impl Store for Deadline {
         self.within(self.inner.get_event(scope, id)).await
     }
 
+    async fn count_events(&self, scope: &Scope) -> StoreResult<u64> {
+        self.within(self.inner.count_events(scope)).await
+    }
+
     async fn list_channels(&self, scope: &Scope) -> StoreResult<Vec<String>> {
         self.within(self.inner.list_channels(scope)).await
     }

@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 pub use self::{
     deadline::Deadline,
-    model::{ApiKey, Event, Identity, IdempotencyBegin, Scope, StoredResponse},
+    model::{ApiKey, Event, IdempotencyBegin, Identity, Scope, StoredResponse},
 };
 
 /// Why a store call failed. Callers map `Unavailable` to 503 and everything
@@ -54,6 +54,8 @@ pub trait Store: Send + Sync + 'static {
     async fn insert_event(&self, event: &Event) -> StoreResult<()>;
     /// One event of the scope, if it exists.
     async fn get_event(&self, scope: &Scope, id: Uuid) -> StoreResult<Option<Event>>;
+    /// How many events the scope has.
+    async fn count_events(&self, scope: &Scope) -> StoreResult<u64>;
     /// Names of the scope's channels, in order of creation.
     async fn list_channels(&self, scope: &Scope) -> StoreResult<Vec<String>>;
 

@@ -369,6 +369,13 @@ impl Store for MongoStore {
             .transpose()
     }
 
+    async fn count_events(&self, scope: &Scope) -> StoreResult<u64> {
+        self.events()
+            .count_documents(scope_filter(scope))
+            .await
+            .map_err(classify)
+    }
+
     async fn list_channels(&self, scope: &Scope) -> StoreResult<Vec<String>> {
         let docs: Vec<Document> = self
             .channels()
@@ -435,7 +442,10 @@ impl Store for MongoStore {
                     .await
                     .map(|r| r.matched_count == 1)
             } else {
-                self.identities().insert_one(replacement).await.map(|_| true)
+                self.identities()
+                    .insert_one(replacement)
+                    .await
+                    .map(|_| true)
             };
             match written {
                 Ok(true) => return Ok(identity),

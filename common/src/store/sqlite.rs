@@ -218,7 +218,9 @@ impl Store for SqliteStore {
         let key = key.clone();
         self.run(move |c| {
             c.execute(
-                &format!("INSERT INTO api_keys ({KEY_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"),
+                &format!(
+                    "INSERT INTO api_keys ({KEY_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"
+                ),
                 params![
                     key.id.to_string(),
                     key.name,
@@ -239,9 +241,11 @@ impl Store for SqliteStore {
     async fn find_api_key_by_hash(&self, hash: &str) -> StoreResult<Option<ApiKey>> {
         let hash = hash.to_owned();
         self.run(move |c| {
-            c.prepare_cached(&format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE hash = ?1"))?
-                .query_row([hash], key_from_row)
-                .optional()
+            c.prepare_cached(&format!(
+                "SELECT {KEY_COLUMNS} FROM api_keys WHERE hash = ?1"
+            ))?
+            .query_row([hash], key_from_row)
+            .optional()
         })
         .await
     }
@@ -313,6 +317,16 @@ impl Store for SqliteStore {
                 event_from_row,
             )
             .optional()
+        })
+        .await
+    }
+
+    async fn count_events(&self, scope: &Scope) -> StoreResult<u64> {
+        let scope = scope.clone();
+        self.run(move |c| {
+            c.prepare_cached("SELECT COUNT(*) FROM events WHERE org = ?1 AND project = ?2")?
+                .query_row(params![scope.org, scope.project], |r| r.get::<_, i64>(0))
+                .map(|n| n.max(0) as u64)
         })
         .await
     }

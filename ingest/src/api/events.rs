@@ -43,7 +43,7 @@ pub struct EventIn {
     pub metadata: Option<BTreeMap<String, Value>>,
     /// The caller's user this event is about, or null.
     #[oai(validator(min_length = 1, max_length = 255))]
-    pub user_id: Nullable<String>,
+    pub user_id: Option<Nullable<String>>,
     /// Send a push notification to connected devices. Default true.
     pub notify: Option<bool>,
     /// Where the event comes from (a service, a script).
@@ -123,12 +123,15 @@ impl EventsApi {
             icon: input.icon.map(|i| i.0),
             tags: input.tags.unwrap_or_default(),
             metadata: input.metadata.unwrap_or_default().into_iter().collect(),
-            user_id: input.user_id.0,
+            user_id: input.user_id.and_then(|u| u.0),
             notify: input.notify.unwrap_or(true),
             source: input.source,
             created_at: common::time::now(),
         };
-        self.state.store.insert_event(&event).await
+        self.state
+            .store
+            .insert_event(&event)
+            .await
             .map_err(ApiError::from)?;
         tracing::info!(event_id = %event.id, channel = %event.channel_name, "event recorded");
         Ok(CreateEventResponse::Created(Json(Success::new(

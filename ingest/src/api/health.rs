@@ -47,8 +47,7 @@ impl HealthApi {
     /// 503 while the store cannot be reached within the configured deadline.
     #[oai(path = "/readyz", method = "get", operation_id = "readyz")]
     async fn readyz(&self, request_id: Data<&RequestId>) -> poem::Result<HealthResponse> {
-        self.state.store.ping().await
-            .map_err(ApiError::from)?;
+        self.state.store.ping().await.map_err(ApiError::from)?;
         Ok(ok(**request_id))
     }
 }

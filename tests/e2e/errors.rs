@@ -1,0 +1,179 @@
+//! The envelope on every failure: unknown routes and methods, an unreachable
+//! store (503 within the deadline, never a hang), and the request id.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tocsin_tests::{
+    Reply, StoreKind, TestApp, TestConfig, for_each_store, mongo_uri, proxy::Proxy,
+};
+
+async fn unknown_routes_and_methods_get_the_envelope(kind: StoreKind) {
+    let app = TestApp::spawn(kind).await;
+    let (key, _) = app.new_key().await;
+    let anonymous = Reply::of(
+        app.client
+            .get(app.url("/no/such/page"))
+            .send()
+            .await
+            .expect("sent"),
+    )
+    .await;
+    anonymous.assert_error_envelope(404);
+    anonymous.assert_rate_limit_headers();
+
+    let under_v1 = Reply::of(
+        app.client
+            .get(app.url("/v1/unknown"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .expect("sent"),
+    )
+    .await;
+    under_v1.assert_error_envelope(404);
+
+    let method = Reply::of(
+        app.client
+            .get(app.url("/v1/events"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .expect("sent"),
+    )
+    .await;
+    method.assert_error_envelope(405);
+    method.assert_rate_limit_headers();
+
+    let delete = Reply::of(
+        app.client
+            .delete(app.url("/v1/identify"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .expect("sent"),
+    )
+    .await;
+    delete.assert_error_envelope(405);
+}
+
+async fn request_ids_are_unique_per_request(kind: StoreKind) {
+    let app = TestApp::spawn(kind).await;
+    let (key, _) = app.new_key().await;
+    let a = Reply::of(
+        app.post_event(&key, &json!({ "channelName": "c", "title": "t" }))
+            .await,
+    )
+    .await;
+    let b = Reply::of(
+        app.post_event(&key, &json!({ "channelName": "c", "title": "t" }))
+            .await,
+    )
+    .await;
+    a.assert_request_id();
+    b.assert_request_id();
+    assert_ne!(a.body["requestId"], b.body["requestId"]);
+}
+
+for_each_store!(
+    unknown_routes_and_methods_get_the_envelope,
+    request_ids_are_unique_per_request
+);
+
+/// MongoDB reached through a proxy the test can silence.
+async fn app_behind_proxy() -> (TestApp, Proxy) {
+    let uri = mongo_uri();
+    let host = uri
+        .trim_start_matches("mongodb://")
+        .split(['/', '?'])
+        .next()
+        .expect("host in URI")
+        .to_owned();
+    let upstream = tokio::net::lookup_host(&host)
+        .await
+        .expect("resolves")
+        .next()
+        .expect("an address");
+    let proxy = Proxy::start(upstream).await;
+    let mut test = TestConfig::new(StoreKind::Mongo);
+    test.config.mongodb_uri = Some(common::config::Secret::new(format!(
+        "mongodb://{}/?directConnection=true",
+        proxy.addr()
+    )));
+    test.config.store_timeout_ms = 1000;
+    let app = TestApp::spawn_with(test).await;
+    (app, proxy)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_store_gives_503_within_the_deadline_then_recovers() {
+    let (app, proxy) = app_behind_proxy().await;
+    let (key, scope) = app.new_key().await;
+    let body = json!({ "channelName": "c", "title": "t" });
+    assert_eq!(app.post_event(&key, &body).await.status(), 201);
+
+    proxy.blackhole();
+    let started = Instant::now();
+    let reply = Reply::of(app.post_event(&key, &body).await).await;
+    reply.assert_error_envelope(503);
+    reply.assert_rate_limit_headers();
+    assert!(reply.header("retry-after").is_some());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "answered, not hung"
+    );
+    let ready = Reply::of(
+        app.client
+            .get(app.url("/readyz"))
+            .send()
+            .await
+            .expect("sent"),
+    )
+    .await;
+    ready.assert_error_envelope(503);
+    let live = app
+        .client
+        .get(app.url("/healthz"))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(live.status(), 200, "liveness does not depend on the store");
+
+    proxy.restore();
+    let mut recovered = false;
+    for _ in 0..30 {
+        if app.post_event(&key, &body).await.status() == 201 {
+            recovered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(recovered, "requests succeed again once the store is back");
+    let ready = app
+        .client
+        .get(app.url("/readyz"))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(ready.status(), 200);
+    assert!(app.store.count_events(&scope).await.expect("count") >= 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusing_store_gives_503() {
+    let (app, proxy) = app_behind_proxy().await;
+    let (key, _) = app.new_key().await;
+    proxy.cut();
+    let reply = Reply::of(
+        app.post_event(&key, &json!({ "channelName": "c", "title": "t" }))
+            .await,
+    )
+    .await;
+    reply.assert_error_envelope(503);
+    assert_eq!(reply.body.get("details"), None);
+    let message = reply.body["error"].as_str().expect("error");
+    assert!(
+        !message.contains("127.0.0.1"),
+        "causes are not shown to clients: {message}"
+    );
+}

@@ -1,0 +1,140 @@
+//! `/openapi.json`: an OpenAPI 3.1 document that describes every route,
+//! header, status and envelope, checked by a real 3.1 validator.
+
+use std::process::Command;
+
+use serde_json::Value;
+use tocsin_tests::{StoreKind, TestApp, test_tool};
+
+async fn document() -> Value {
+    let app = TestApp::spawn(StoreKind::Sqlite).await;
+    let response = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), 200);
+    response.json().await.expect("JSON")
+}
+
+#[tokio::test]
+async fn the_document_is_openapi_3_1_and_passes_the_validator() {
+    let doc = document().await;
+    assert_eq!(doc["openapi"], "3.1.0");
+    let file = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(
+        file.path(),
+        serde_json::to_vec_pretty(&doc).expect("serialises"),
+    )
+    .expect("written");
+    let validator = test_tool(
+        "OPENAPI_SPEC_VALIDATOR",
+        ".tools/venv/bin/openapi-spec-validator",
+    );
+    let output = Command::new(validator)
+        .arg(file.path())
+        .output()
+        .expect("validator runs");
+    assert!(
+        output.status.success(),
+        "openapi-spec-validator rejected the document:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test]
+async fn every_operation_documents_its_headers_statuses_and_envelopes() {
+    let doc = document().await;
+    for (path, method) in [("/v1/events", "post"), ("/v1/identify", "post")] {
+        let op = &doc["paths"][path][method];
+        assert!(op.is_object(), "{method} {path} is documented");
+        assert_eq!(op["security"][0]["bearerAuth"], serde_json::json!([]));
+        let params = op["parameters"].as_array().expect("parameters");
+        assert!(
+            params
+                .iter()
+                .any(|p| p["name"] == "Idempotency-Key" && p["in"] == "header")
+        );
+        let responses = op["responses"].as_object().expect("responses");
+        for status in [
+            "400", "401", "409", "413", "415", "422", "429", "500", "503",
+        ] {
+            let r = &responses[status];
+            assert_eq!(
+                r["content"]["application/json"]["schema"]["$ref"],
+                "#/components/schemas/ErrorEnvelope",
+                "{method} {path} {status}"
+            );
+        }
+        assert!(responses["429"]["headers"]["Retry-After"].is_object());
+        for (status, response) in responses {
+            for header in [
+                "X-RateLimit-Limit",
+                "X-RateLimit-Remaining",
+                "X-RateLimit-Reset",
+                "X-Request-Id",
+            ] {
+                assert!(
+                    response["headers"][header].is_object(),
+                    "{method} {path} {status} lacks {header}"
+                );
+            }
+        }
+        let success = responses
+            .iter()
+            .find(|(s, _)| s.starts_with('2'))
+            .expect("a success response")
+            .1;
+        assert!(success["headers"]["X-Idempotent-Replay"].is_object());
+    }
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearerAuth"]["scheme"],
+        "bearer"
+    );
+    let schemas = &doc["components"]["schemas"];
+    let error = &schemas["ErrorEnvelope"];
+    for field in ["success", "error", "details", "requestId"] {
+        assert!(
+            error["properties"][field].is_object(),
+            "error envelope has {field}"
+        );
+    }
+    assert_eq!(schemas["EventIn"]["additionalProperties"], false);
+    assert_eq!(
+        schemas["EventIn"]["required"],
+        serde_json::json!(["channelName", "title"])
+    );
+    assert_eq!(
+        schemas["EventIn"]["properties"]["userId"]["type"],
+        serde_json::json!(["string", "null"])
+    );
+    assert_eq!(schemas["EventIn"]["properties"]["icon"]["format"], "emoji");
+    let success = doc["paths"]["/v1/events"]["post"]["responses"]["201"]["content"]
+        .as_object()
+        .expect("content")
+        .values()
+        .next()
+        .expect("a media type")["schema"]["$ref"]
+        .as_str()
+        .expect("a schema reference")
+        .rsplit('/')
+        .next()
+        .expect("a name")
+        .to_owned();
+    for field in ["success", "data", "requestId"] {
+        assert!(
+            schemas[&success]["properties"][field].is_object(),
+            "success envelope has {field}"
+        );
+    }
+    for route in ["/healthz", "/readyz"] {
+        assert_eq!(
+            doc["paths"][route]["get"]["security"],
+            serde_json::json!([])
+        );
+    }
+    assert!(doc["components"]["responses"]["NotFound"].is_object());
+    assert!(doc["components"]["responses"]["MethodNotAllowed"].is_object());
+}

@@ -1,0 +1,279 @@
+//! One contract, every store: the same checks against SQLite and MongoDB,
+//! through the `Store` interface ingest uses.
+
+use std::{sync::Arc, time::Duration};
+
+use chrono::Duration as Age;
+use common::store::{ApiKey, IdempotencyBegin, Scope, Store, StoredResponse};
+use serde_json::{Map, json};
+use tocsin_tests::{StoreKind, TestConfig, for_each_store};
+use uuid::Uuid;
+
+const TTL: Duration = Duration::from_secs(24 * 3600);
+const LOCK: Duration = Duration::from_secs(60);
+
+async fn open(kind: StoreKind) -> (Arc<dyn Store>, TestConfig) {
+    let test = TestConfig::new(kind);
+    let store = common::store::open(&test.store_config(), Duration::from_secs(10))
+        .await
+        .expect("store opens");
+    (store, test)
+}
+
+fn scope() -> Scope {
+    Scope::new("org", format!("p{}", Uuid::new_v4().simple()))
+}
+
+fn response(body: &str) -> StoredResponse {
+    StoredResponse {
+        status: 201,
+        content_type: "application/json".into(),
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+async fn api_keys_are_found_by_hash_listed_and_revoked(kind: StoreKind) {
+    let (store, _t) = open(kind).await;
+    let key = ApiKey {
+        id: Uuid::now_v7(),
+        name: Some("ci".into()),
+        scope: scope(),
+        hash: format!("{:064x}", Uuid::new_v4().as_u128()),
+        prefix: "tocsin_abcdef".into(),
+        rate_limit: Some(42),
+        created_at: common::time::now(),
+        revoked_at: None,
+    };
+    store.insert_api_key(&key).await.expect("inserted");
+    assert_eq!(
+        store.find_api_key_by_hash(&key.hash).await.expect("found"),
+        Some(key.clone())
+    );
+    assert_eq!(
+        store.find_api_key_by_hash("nope").await.expect("answered"),
+        None
+    );
+    assert!(store.list_api_keys().await.expect("listed").contains(&key));
+    let at = common::time::now();
+    assert!(store.revoke_api_key(key.id, at).await.expect("revoked"));
+    assert!(
+        !store.revoke_api_key(key.id, at).await.expect("answered"),
+        "revoking twice is a no-op"
+    );
+    assert!(
+        !store
+            .revoke_api_key(Uuid::now_v7(), at)
+            .await
+            .expect("answered")
+    );
+    let revoked = store
+        .find_api_key_by_hash(&key.hash)
+        .await
+        .expect("found")
+        .expect("still there");
+    assert_eq!(revoked.revoked_at, Some(at));
+    assert!(!revoked.is_active());
+}
+
+async fn identities_merge_properties_and_union_aliases(kind: StoreKind) {
+    let (store, _t) = open(kind).await;
+    let s = scope();
+    let props = |v: serde_json::Value| v.as_object().cloned().unwrap_or_default();
+    let t0 = common::time::now();
+    let first = store
+        .merge_identity(
+            &s,
+            "u",
+            props(json!({ "a": 1, "b": { "c": [1, 2] } })),
+            vec!["x".into(), "y".into()],
+            t0,
+        )
+        .await
+        .expect("merged");
+    assert_eq!(first.created_at, t0);
+    let t1 = t0 + Age::seconds(5);
+    let second = store
+        .merge_identity(
+            &s,
+            "u",
+            props(json!({ "a": 2, "d": null })),
+            vec!["y".into(), "z".into()],
+            t1,
+        )
+        .await
+        .expect("merged");
+    assert_eq!(
+        serde_json::Value::Object(second.properties),
+        json!({ "a": 2, "b": { "c": [1, 2] }, "d": null })
+    );
+    assert_eq!(second.aliases, vec!["x", "y", "z"]);
+    assert_eq!((second.created_at, second.updated_at), (t0, t1));
+    let other = store
+        .merge_identity(&scope(), "u", Map::new(), vec![], t1)
+        .await
+        .expect("merged");
+    assert!(
+        other.properties.is_empty() && other.aliases.is_empty(),
+        "scopes are separate"
+    );
+}
+
+async fn idempotency_claims_replay_and_mismatch(kind: StoreKind) {
+    let (store, _t) = open(kind).await;
+    let s = scope();
+    let now = common::time::now();
+    let begin = |key: &'static str, print: &'static str| {
+        let store = Arc::clone(&store);
+        let s = s.clone();
+        async move {
+            store
+                .begin_idempotent(&s, key, print, now, TTL, LOCK)
+                .await
+                .expect("begun")
+        }
+    };
+    assert_eq!(begin("k", "f1").await, IdempotencyBegin::Started);
+    assert_eq!(begin("k", "f1").await, IdempotencyBegin::InFlight);
+    assert_eq!(begin("k", "f2").await, IdempotencyBegin::Mismatch);
+    store
+        .complete_idempotent(&s, "k", &response("{\"ok\":1}"))
+        .await
+        .expect("completed");
+    assert_eq!(
+        begin("k", "f1").await,
+        IdempotencyBegin::Replay(response("{\"ok\":1}"))
+    );
+    assert_eq!(begin("k", "f2").await, IdempotencyBegin::Mismatch);
+
+    // Releasing an in-flight claim frees the key; releasing a completed one does nothing.
+    assert_eq!(begin("r", "f1").await, IdempotencyBegin::Started);
+    store.release_idempotent(&s, "r").await.expect("released");
+    assert_eq!(begin("r", "f2").await, IdempotencyBegin::Started);
+    store.release_idempotent(&s, "k").await.expect("released");
+    assert_eq!(
+        begin("k", "f1").await,
+        IdempotencyBegin::Replay(response("{\"ok\":1}"))
+    );
+
+    // Another scope has keys of its own.
+    let other = store
+        .begin_idempotent(&scope(), "k", "f9", now, TTL, LOCK)
+        .await
+        .expect("begun");
+    assert_eq!(other, IdempotencyBegin::Started);
+}
+
+async fn expired_and_abandoned_claims_can_be_taken_over(kind: StoreKind) {
+    let (store, _t) = open(kind).await;
+    let s = scope();
+    let long_ago = common::time::now() - Age::hours(25);
+    let now = common::time::now();
+    assert_eq!(
+        store
+            .begin_idempotent(&s, "old", "f1", long_ago, TTL, LOCK)
+            .await
+            .expect("begun"),
+        IdempotencyBegin::Started
+    );
+    store
+        .complete_idempotent(&s, "old", &response("old"))
+        .await
+        .expect("completed");
+    // 25 hours later the key is free again, even with another body.
+    assert_eq!(
+        store
+            .begin_idempotent(&s, "old", "f2", now, TTL, LOCK)
+            .await
+            .expect("begun"),
+        IdempotencyBegin::Started
+    );
+
+    let two_minutes_ago = now - Age::minutes(2);
+    assert_eq!(
+        store
+            .begin_idempotent(&s, "stuck", "f1", two_minutes_ago, TTL, LOCK)
+            .await
+            .expect("begun"),
+        IdempotencyBegin::Started
+    );
+    // A claim in flight for longer than the lock timeout was abandoned.
+    assert_eq!(
+        store
+            .begin_idempotent(&s, "stuck", "f1", now, TTL, LOCK)
+            .await
+            .expect("begun"),
+        IdempotencyBegin::Started
+    );
+    assert_eq!(
+        store
+            .begin_idempotent(&s, "stuck", "f1", now, TTL, LOCK)
+            .await
+            .expect("begun"),
+        IdempotencyBegin::InFlight
+    );
+}
+
+async fn concurrent_claims_have_exactly_one_winner(kind: StoreKind) {
+    let (store, _t) = open(kind).await;
+    let s = scope();
+    let now = common::time::now();
+    let claims = (0..20).map(|_| {
+        let store = Arc::clone(&store);
+        let s = s.clone();
+        tokio::spawn(async move {
+            store
+                .begin_idempotent(&s, "one", "f", now, TTL, LOCK)
+                .await
+                .expect("begun")
+        })
+    });
+    let outcomes: Vec<_> = futures::future::join_all(claims)
+        .await
+        .into_iter()
+        .map(|r| r.expect("task"))
+        .collect();
+    let started = outcomes
+        .iter()
+        .filter(|o| **o == IdempotencyBegin::Started)
+        .count();
+    assert_eq!(started, 1, "{outcomes:?}");
+    assert!(
+        outcomes
+            .iter()
+            .all(|o| matches!(o, IdempotencyBegin::Started | IdempotencyBegin::InFlight))
+    );
+}
+
+async fn the_store_reopens_with_its_data(kind: StoreKind) {
+    let (store, test) = open(kind).await;
+    let s = scope();
+    store
+        .merge_identity(
+            &s,
+            "kept",
+            Map::new(),
+            vec!["a".into()],
+            common::time::now(),
+        )
+        .await
+        .expect("merged");
+    drop(store);
+    let reopened = common::store::open(&test.store_config(), Duration::from_secs(10))
+        .await
+        .expect("reopens");
+    let identity = reopened
+        .merge_identity(&s, "kept", Map::new(), vec![], common::time::now())
+        .await
+        .expect("merged");
+    assert_eq!(identity.aliases, vec!["a"]);
+    reopened.ping().await.expect("ping");
+}
+
+for_each_store!(
+    api_keys_are_found_by_hash_listed_and_revoked,
+    identities_merge_properties_and_union_aliases,
+    idempotency_claims_replay_and_mismatch,
+    expired_and_abandoned_claims_can_be_taken_over,
+    concurrent_claims_have_exactly_one_winner,
+    the_store_reopens_with_its_data,
+);

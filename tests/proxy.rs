@@ -1,0 +1,112 @@
+//! A TCP proxy a test can cut and restore, to take a store or a broker away
+//! from a running service and give it back. Cutting can refuse (connections
+//! close at once) or black-hole (connections stay open and nothing answers,
+//! the failure that makes clients hang without deadlines).
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicU8, Ordering},
+    },
+};
+
+use tokio::{
+    net::{TcpListener, TcpStream},
+    sync::watch,
+};
+
+const FORWARD: u8 = 0;
+const REFUSE: u8 = 1;
+const BLACKHOLE: u8 = 2;
+
+/// Forwards connections from a local port to `upstream` while open.
+pub struct Proxy {
+    addr: SocketAddr,
+    mode: Arc<AtomicU8>,
+    changed: watch::Sender<u64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    pub async fn start(upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy binds");
+        let addr = listener.local_addr().expect("proxy address");
+        let mode = Arc::new(AtomicU8::new(FORWARD));
+        let (changed, _) = watch::channel(0u64);
+        let task = {
+            let mode = Arc::clone(&mode);
+            let changed = changed.clone();
+            tokio::spawn(async move {
+                loop {
+                    let Ok((client, _)) = listener.accept().await else {
+                        return;
+                    };
+                    let mode = Arc::clone(&mode);
+                    let mut changed = changed.subscribe();
+                    tokio::spawn(async move {
+                        match mode.load(Ordering::SeqCst) {
+                            REFUSE => return,
+                            BLACKHOLE => return hold(client, None, &mut changed).await,
+                            _ => {}
+                        }
+                        let Ok(server) = TcpStream::connect(upstream).await else {
+                            return;
+                        };
+                        let (mut client, mut server) = (client, server);
+                        tokio::select! {
+                            _ = tokio::io::copy_bidirectional(&mut client, &mut server) => return,
+                            _ = changed.changed() => {}
+                        }
+                        if mode.load(Ordering::SeqCst) == BLACKHOLE {
+                            hold(client, Some(server), &mut changed).await;
+                        }
+                    });
+                }
+            })
+        };
+        Self {
+            addr,
+            mode,
+            changed,
+            task,
+        }
+    }
+
+    /// The address clients should connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Closes every live connection and refuses new ones.
+    pub fn cut(&self) {
+        self.set(REFUSE);
+    }
+
+    /// Keeps connections open but lets nothing through, in either direction.
+    pub fn blackhole(&self) {
+        self.set(BLACKHOLE);
+    }
+
+    /// Forwards new connections again.
+    pub fn restore(&self) {
+        self.set(FORWARD);
+    }
+
+    fn set(&self, mode: u8) {
+        self.mode.store(mode, Ordering::SeqCst);
+        self.changed.send_modify(|n| *n += 1);
+    }
+}
+
+/// Holds sockets open and silent until the proxy's mode changes again.
+async fn hold(client: TcpStream, server: Option<TcpStream>, changed: &mut watch::Receiver<u64>) {
+    let _ = changed.changed().await;
+    drop((client, server));
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
