@@ -1,0 +1,300 @@
+//! The `ingest` binary as an operator uses it: key administration in both
+//! storage modes, configuration errors, serving, and SIGTERM.
+
+use std::{
+    path::Path,
+    process::{Child, Command, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+use serde_json::json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_ingest");
+
+/// `ingest` with a clean environment of its own: only the settings given.
+fn ingest(env: &[(&str, String)]) -> Command {
+    let mut cmd = Command::new(BIN);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("INGEST_") || name.starts_with("MONGODB_") {
+            cmd.env_remove(name);
+        }
+    }
+    cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+    cmd
+}
+
+fn run(env: &[(&str, String)], args: &[&str]) -> Output {
+    ingest(env).args(args).output().expect("ingest runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn embedded(dir: &Path) -> Vec<(&'static str, String)> {
+    vec![("INGEST_DATA_DIR", dir.display().to_string())]
+}
+
+fn mongo() -> Vec<(&'static str, String)> {
+    vec![
+        ("MONGODB_URI", tocsin_tests::mongo_uri()),
+        ("MONGODB_DATABASE", tocsin_tests::unique_db_name()),
+    ]
+}
+
+fn key_admin_works(env: &[(&str, String)]) {
+    let created = run(
+        env,
+        &[
+            "keys",
+            "create",
+            "--org",
+            "acme",
+            "--project",
+            "web",
+            "--name",
+            "ci",
+            "--rate-limit",
+            "7",
+        ],
+    );
+    assert!(created.status.success(), "{}", stderr(&created));
+    let secret = stdout(&created);
+    let secret = secret.trim_end_matches('\n');
+    assert!(
+        common::keys::looks_like_secret(secret),
+        "stdout is the key alone: {secret:?}"
+    );
+    assert_eq!(stdout(&created).lines().count(), 1);
+
+    let listed = run(env, &["keys", "list"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let table = stdout(&listed);
+    assert!(!table.contains(secret), "list never shows secrets");
+    assert!(
+        table.contains("acme") && table.contains("web") && table.contains("active"),
+        "{table}"
+    );
+
+    let json_lines = run(env, &["keys", "list", "--json"]);
+    let keys: Vec<serde_json::Value> = stdout(&json_lines)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(keys[0]["rateLimit"], json!(7));
+    assert_eq!(keys[0]["name"], json!("ci"));
+    let id = keys[0]["id"].as_str().expect("id").to_owned();
+
+    let revoked = run(env, &["keys", "revoke", &id]);
+    assert!(revoked.status.success(), "{}", stderr(&revoked));
+    assert!(stdout(&run(env, &["keys", "list"])).contains("revoked"));
+    let again = run(env, &["keys", "revoke", &id]);
+    assert!(!again.status.success(), "revoking a revoked key fails");
+    assert!(stderr(&again).contains(&id));
+}
+
+#[test]
+fn keys_can_be_created_listed_and_revoked_in_embedded_mode() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    key_admin_works(&embedded(dir.path()));
+}
+
+#[test]
+fn keys_can_be_created_listed_and_revoked_on_mongodb() {
+    key_admin_works(&mongo());
+}
+
+#[test]
+fn bad_input_to_keys_create_is_refused_with_a_message() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let env = embedded(dir.path());
+    for args in [
+        vec!["keys", "create", "--project", "web"],
+        vec!["keys", "create", "--org", "", "--project", "web"],
+        vec!["keys", "create", "--org", "a b", "--project", "web"],
+        vec![
+            "keys",
+            "create",
+            "--org",
+            "a",
+            "--project",
+            "web",
+            "--rate-limit",
+            "0",
+        ],
+        vec!["keys", "revoke", "not-a-uuid"],
+    ] {
+        let out = run(&env, &args);
+        assert!(!out.status.success(), "{args:?} must fail");
+        assert!(!stderr(&out).is_empty());
+        assert!(stdout(&out).is_empty(), "nothing on stdout for {args:?}");
+    }
+}
+
+#[test]
+fn bad_configuration_fails_at_start_naming_the_setting() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cases = [
+        ("INGEST_LISTEN", "not-an-address"),
+        ("INGEST_RATE_LIMIT_PER_MINUTE", "lots"),
+        ("INGEST_RATE_LIMIT_PER_MINUTE", "0"),
+        ("INGEST_STORE_TIMEOUT_MS", "-5"),
+        ("MONGODB_URI", "http://example"),
+        ("INGEST_LOG_FORMAT", "xml"),
+    ];
+    for (var, value) in cases {
+        let mut env = embedded(dir.path());
+        env.push((var, value.to_owned()));
+        let out = run(&env, &["keys", "list"]);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{var}={value} must fail: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains(var),
+            "the message names {var}: {}",
+            stderr(&out)
+        );
+    }
+    let out = run(
+        &embedded(dir.path()),
+        &["--config", "/no/such/file.toml", "keys", "list"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("/no/such/file.toml"));
+}
+
+#[test]
+fn a_config_file_overrides_defaults_and_the_environment_overrides_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("ingest.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "data_dir = {:?}\nlisten = \"bad\"\n",
+            dir.path().join("from-file")
+        ),
+    )
+    .expect("written");
+    let out = ingest(&[])
+        .args(["--config", file.to_str().expect("utf-8"), "keys", "list"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2), "the file's bad listen is read");
+    let out = ingest(&[("INGEST_LISTEN", "127.0.0.1:0".into())])
+        .args([
+            "--config",
+            file.to_str().expect("utf-8"),
+            "keys",
+            "create",
+            "--org",
+            "o",
+            "--project",
+            "p",
+        ])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        dir.path().join("from-file").join("tocsin.sqlite3").exists(),
+        "data_dir came from the file"
+    );
+}
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start(env: &[(&str, String)]) -> Self {
+        let port = tocsin_tests::free_port();
+        let mut env = env.to_vec();
+        env.push(("INGEST_LISTEN", format!("127.0.0.1:{port}")));
+        let child = ingest(&env)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starts");
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if reqwest::blocking::get(format!("{base}/healthz")).is_ok_and(|r| r.status() == 200) {
+                return Self { child, base };
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("ingest did not become healthy");
+    }
+
+    fn post_event(&self, key: &str) -> u16 {
+        reqwest::blocking::Client::new()
+            .post(format!("{}/v1/events", self.base))
+            .bearer_auth(key)
+            .json(&json!({ "channelName": "cli", "title": "from the binary" }))
+            .send()
+            .expect("sent")
+            .status()
+            .as_u16()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn keys_made_while_the_server_runs_work_at_once_and_revocation_is_immediate() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let env = embedded(dir.path());
+    let server = Server::start(&env);
+    let created = run(
+        &env,
+        &["keys", "create", "--org", "acme", "--project", "web"],
+    );
+    let key = stdout(&created).trim().to_owned();
+    assert_eq!(server.post_event(&key), 201);
+    let listed = run(&env, &["keys", "list", "--json"]);
+    let id =
+        serde_json::from_str::<serde_json::Value>(stdout(&listed).lines().next().expect("a key"))
+            .expect("JSON")["id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+    assert!(run(&env, &["keys", "revoke", &id]).status.success());
+    assert_eq!(server.post_event(&key), 401);
+}
+
+#[test]
+fn sigterm_stops_the_server_cleanly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = Server::start(&embedded(dir.path()));
+    let pid = server.child.id().to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = server.child.try_wait().expect("wait") {
+            assert!(status.success(), "exit status {status}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ingest did not stop after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
