@@ -214,6 +214,8 @@ struct Server {
 }
 
 impl Server {
+    // The child is reaped by `Drop`, which clippy cannot see.
+    #[allow(clippy::zombie_processes)]
     fn start(env: &[(&str, String)]) -> Self {
         let port = tocsin_tests::free_port();
         let mut env = env.to_vec();
