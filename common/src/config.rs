@@ -68,8 +68,9 @@ pub fn load<T: DeserializeOwned>(sources: &Sources<'_>) -> Result<T, ConfigError
         }
         figment = figment.merge(Toml::file(file));
     }
+    // `<PREFIX>CONFIG` names the operator's file; it is not a setting.
     figment = figment
-        .merge(Env::prefixed(sources.env_prefix))
+        .merge(Env::prefixed(sources.env_prefix).filter(|key| key != "config"))
         .merge(Env::raw().only(sources.unprefixed));
     figment.extract().map_err(|e| describe(e, sources))
 }

@@ -158,7 +158,6 @@ impl ApiError {
             StatusCode::NOT_FOUND => Self::NotFound("no such route".into()),
             StatusCode::METHOD_NOT_ALLOWED => Self::MethodNotAllowed,
             StatusCode::UNSUPPORTED_MEDIA_TYPE => Self::UnsupportedMediaType,
-            StatusCode::PAYLOAD_TOO_LARGE => Self::PayloadTooLarge { limit: 0 },
             status if status.is_client_error() => {
                 Self::Validation(vec![FieldError::new(vec![], err.to_string())])
             }
@@ -188,5 +187,49 @@ pub fn rendered(result: poem::Result<Response>, request_id: RequestId) -> Respon
     match result {
         Ok(response) => response,
         Err(err) => ApiError::from_poem(err).render(request_id),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body_of(response: Response) -> serde_json::Value {
+        let bytes = response.into_body().into_bytes().await.expect("body");
+        serde_json::from_slice(&bytes).expect("JSON")
+    }
+
+    #[tokio::test]
+    async fn internal_errors_are_opaque_to_the_client() {
+        let id = RequestId(uuid::Uuid::new_v4());
+        let cause = anyhow::anyhow!("connection to db-7.internal:27017 reset");
+        let response = ApiError::Internal(cause).render(id);
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = body_of(response).await;
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "success": false,
+                "error": "internal server error",
+                "requestId": id.to_string(),
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn validation_errors_carry_their_details() {
+        let id = RequestId(uuid::Uuid::new_v4());
+        let fault = FieldError::new(vec!["tags".into(), "1".into()], "must not be empty");
+        let body = body_of(ApiError::Validation(vec![fault]).render(id)).await;
+        assert_eq!(body["details"][0]["path"], serde_json::json!(["tags", "1"]));
+        assert_eq!(body["details"][0]["message"], "must not be empty");
+    }
+
+    #[test]
+    fn store_failures_map_to_503_or_500() {
+        let unavailable = ApiError::from(StoreError::Unavailable("timeout".into()));
+        assert_eq!(unavailable.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let broken = ApiError::from(StoreError::Backend(anyhow::anyhow!("bad document")));
+        assert_eq!(broken.status(), StatusCode::INTERNAL_SERVER_ERROR);
     }
 }

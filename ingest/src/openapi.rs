@@ -47,6 +47,7 @@ pub fn document(service: &OpenApiService<Apis, ()>) -> Value {
     add_error_schema(&mut doc);
     complete_operations(&mut doc);
     close_request_bodies(&mut doc);
+    pin_success_flags(&mut doc);
     upgrade_to_31(&mut doc);
     doc
 }
@@ -306,6 +307,30 @@ fn close_request_bodies(doc: &mut Value) {
             .and_then(Value::as_object_mut)
         {
             schema.insert("additionalProperties".into(), Value::Bool(false));
+        }
+    }
+}
+
+/// `success` is always true in a success envelope and false in an error
+/// one; saying so lets clients tell the two apart by type.
+fn pin_success_flags(doc: &mut Value) {
+    let Some(schemas) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    for (name, schema) in schemas.iter_mut() {
+        let flag = match name.as_str() {
+            "ErrorEnvelope" => false,
+            n if n.starts_with("Success_") => true,
+            _ => continue,
+        };
+        if let Some(success) = schema
+            .pointer_mut("/properties/success")
+            .and_then(Value::as_object_mut)
+        {
+            success.insert("const".into(), Value::Bool(flag));
         }
     }
 }

@@ -101,6 +101,7 @@ async fn every_operation_documents_its_headers_statuses_and_envelopes() {
             "error envelope has {field}"
         );
     }
+    assert_eq!(error["properties"]["success"]["const"], false);
     assert_eq!(schemas["EventIn"]["additionalProperties"], false);
     assert_eq!(
         schemas["EventIn"]["required"],

@@ -1,153 +1,105 @@
-// Request and response shapes of the Tocsin HTTP API.
+// Request and response shapes of the Tocsin HTTP API, under the names this
+// package exports.
 //
-// Hand-written for now from the lead engineer's API description. Once the
-// service serves `/openapi.json`, `npm run generate` writes
-// `src/generated/openapi.ts`; these declarations should then become aliases
-// of the generated schemas (see README, "Generated types") so the public
-// names stay while their shapes come from the service.
+// Their fields come from the service's OpenAPI document, through the
+// generated src/generated/openapi.ts (`npm run generate`; the drift test fails
+// when that file and the service differ), so a field the service adds or
+// changes reaches users without editing this file.
+//
+// The document cannot state two things the API guarantees, and the package
+// typed them precisely before it was generated, so they are narrowed here:
+//   - free-form objects (`metadata`, `properties`) are `{ [key: string]: unknown }`
+//     in the document; a JSON body can only carry JSON values;
+//   - `success` is `boolean`; it is always `true` in a success envelope and
+//     `false` in an error one (the field's own description says so), which is
+//     what lets callers tell the two apart.
+// Each narrowing is constrained by the generated type, so if the service
+// changes such a field the build fails instead of hiding the change.
+//
+// The public names are interfaces extending the derived types, not aliases of
+// them: compiler errors and editors then say `EventCreateParams` instead of
+// spelling out the helper types below, and the names stay interfaces as they
+// were before generation (declaration merging keeps working).
+//
+// Routes the service does not serve yet have hand-written types in
+// pending-types.ts, re-exported below.
 
-/** Any JSON value, for free-form `metadata` and `properties`. */
-export type JsonValue =
-  | string
-  | number
-  | boolean
-  | null
-  | JsonValue[]
-  | { [key: string]: JsonValue };
+import type { components } from "./generated/openapi.js";
+import type { JsonObject } from "./json.js";
+import type { Notification } from "./pending-types.js";
 
-/** A JSON object. */
-export type JsonObject = { [key: string]: JsonValue };
+export type { JsonObject, JsonValue } from "./json.js";
+export type {
+  Device,
+  DeviceDeleted,
+  DeviceEnvironment,
+  DeviceList,
+  DeviceRegisterParams,
+  Notification,
+  NotificationDelivery,
+  NotificationState,
+} from "./pending-types.js";
 
-// ---------------------------------------------------------------- events
+type Schemas = components["schemas"];
 
-/** Body of `POST /v1/events`. */
-export interface EventCreateParams {
-  /** Channel the event belongs to; created on first use. */
-  channelName: string;
-  title: string;
-  description?: string;
-  /** A single emoji. */
-  icon?: string;
-  tags?: string[];
-  metadata?: JsonObject;
-  userId?: string | null;
-  /** Send a push notification to connected devices. The server defaults to true. */
-  notify?: boolean;
-  source?: string;
-}
+/** Keys of `S` that the document types as free-form objects. */
+type FreeFormKeys<S> = {
+  [P in keyof S]-?: { [key: string]: unknown } extends NonNullable<S[P]> ? P : never;
+}[keyof S];
 
-export type NotificationState = "pending" | "queued" | "delivered" | "failed" | "skipped";
+/** Keeps `null` and `undefined` (nullable or optional fields), replaces the object. */
+type AsJsonObject<T> = T extends object ? JsonObject : T;
 
-/** One push delivery attempt to a device. Its fields are not settled yet. */
-export type NotificationDelivery = { [key: string]: JsonValue };
+/** `S` with its free-form object fields `K` typed as JSON objects; optional fields stay optional. */
+type WithJsonObjects<S, K extends FreeFormKeys<S>> = {
+  [P in keyof S]: P extends K ? AsJsonObject<S[P]> : S[P];
+};
 
-/** Delivery state of an event's push notification. */
-export interface Notification {
-  state: NotificationState;
-  deliveries: NotificationDelivery[];
-}
+/** `S` with field `K` narrowed to `V`, which must be one of the values the document allows. */
+type WithLiteral<S, K extends keyof S, V extends S[K]> = {
+  [P in keyof S]: P extends K ? V : S[P];
+};
 
-/** An event as stored by the service. */
-export interface TocsinEvent {
-  id: string;
-  channelName: string;
-  title: string;
-  description: string | null;
-  icon: string | null;
-  tags: string[];
-  metadata: JsonObject;
-  userId: string | null;
-  notify: boolean;
-  source: string | null;
-  /** RFC 3339 timestamp. */
-  createdAt: string;
-  /** Present once the service reports notification state (a later API version). */
+// ------------------------------------------------------------------ events
+
+/** Body of `POST /v1/events` (schema `EventIn`). */
+export interface EventCreateParams extends WithJsonObjects<Schemas["EventIn"], "metadata"> {}
+
+/**
+ * An event as stored by the service (schema `EventOut`). `notification` is
+ * hand-written: the service does not report notification state yet.
+ */
+export interface TocsinEvent extends WithJsonObjects<Schemas["EventOut"], "metadata"> {
+  /** Present once the service reports notification state (pending server route). */
   notification?: Notification;
 }
 
-// -------------------------------------------------------------- identify
+// ---------------------------------------------------------------- identify
 
-/** Body of `POST /v1/identify`. Field names are snake_case on the wire. */
-export interface IdentifyParams {
-  /** The caller's own user ID. */
-  user_id: string;
-  properties?: JsonObject;
-  /** Alternative identifiers of the user. */
-  aliases?: string[];
-}
+/** Body of `POST /v1/identify` (schema `IdentifyIn`). Field names are snake_case on the wire. */
+export interface IdentifyParams extends WithJsonObjects<Schemas["IdentifyIn"], "properties"> {}
 
-/** A user identity after `identify`. */
-export interface Identity {
-  user_id: string;
-  properties: JsonObject;
-  aliases: string[];
-  /** RFC 3339 timestamp. */
-  createdAt: string;
-  /** RFC 3339 timestamp. */
-  updatedAt: string;
-}
+/** A user identity after `identify` (schema `IdentityOut`). */
+export interface Identity extends WithJsonObjects<Schemas["IdentityOut"], "properties"> {}
 
-// --------------------------------------------------------------- devices
+// --------------------------------------------------------------- envelopes
 
-export type DeviceEnvironment = "production" | "sandbox";
+// An interface cannot extend an indexed access type directly.
+type FieldErrorSchema = Schemas["FieldError"];
 
-/** Body of `POST /v1/devices`. */
-export interface DeviceRegisterParams {
-  /** APNs device token, hex-encoded. */
-  token: string;
-  environment: DeviceEnvironment;
-  name?: string;
-  /** Only notify for these channels; all channels when omitted. */
-  channels?: string[];
-}
+/** One fault in a validation error (schema `FieldError`). */
+export interface ValidationErrorDetail extends FieldErrorSchema {}
 
-/** A device registered to receive push notifications. */
-export interface Device {
-  id: string;
-  token: string;
-  environment: DeviceEnvironment;
-  name: string | null;
-  channels: string[] | null;
-  /** False once APNs reported the token as dead. */
-  active: boolean;
-  /** RFC 3339 timestamp. */
-  createdAt: string;
-  /** RFC 3339 timestamp. */
-  updatedAt: string;
-}
+/** The success envelopes of the routes this client calls, one schema per resource. */
+type SuccessSchemas = Schemas["Success_EventOut"] | Schemas["Success_IdentityOut"];
 
-/** `data` of `GET /v1/devices`. */
-export interface DeviceList {
-  devices: Device[];
-}
-
-/** `data` of `DELETE /v1/devices/{id}`. */
-export interface DeviceDeleted {
-  id: string;
-  deleted: true;
-}
-
-// -------------------------------------------------------------- envelopes
-
-/** One fault in a validation error. */
-export interface ValidationErrorDetail {
-  /** JSON path of the faulty field, e.g. `["tags", "1"]`. */
-  path: string[];
-  message: string;
-}
-
-/** Body of every successful response. */
-export interface SuccessEnvelope<T> {
-  success: true;
+/**
+ * Body of every successful response: the fields the `Success_*` schemas
+ * share, generic in `data` so one name serves every resource.
+ */
+export interface SuccessEnvelope<T> extends WithLiteral<Omit<SuccessSchemas, "data">, "success", true> {
   data: T;
-  requestId: string;
 }
 
-/** Body of every error response. */
-export interface ErrorEnvelope {
-  success: false;
-  error: string;
-  /** Only on 400 validation errors. */
-  details?: ValidationErrorDetail[];
-  requestId: string;
-}
+/** Body of every error response (schema `ErrorEnvelope`); `details` only on 400. */
+export interface ErrorEnvelope extends WithLiteral<Schemas["ErrorEnvelope"], "success", false> {}

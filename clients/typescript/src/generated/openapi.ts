@@ -200,8 +200,11 @@ export interface components {
          * @description The body of every successful response.
          */
         Success_EventOut: {
-            /** @description Always true. */
-            success: boolean;
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
             /** @description The resource. */
             data: components["schemas"]["EventOut"] & unknown;
             /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
@@ -212,8 +215,11 @@ export interface components {
          * @description The body of every successful response.
          */
         Success_HealthOut: {
-            /** @description Always true. */
-            success: boolean;
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
             /** @description The resource. */
             data: components["schemas"]["HealthOut"] & unknown;
             /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
@@ -224,8 +230,11 @@ export interface components {
          * @description The body of every successful response.
          */
         Success_IdentityOut: {
-            /** @description Always true. */
-            success: boolean;
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
             /** @description The resource. */
             data: components["schemas"]["IdentityOut"] & unknown;
             /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
@@ -236,8 +245,11 @@ export interface components {
          * @description The body of every error response.
          */
         ErrorEnvelope: {
-            /** @description Always false. */
-            success: boolean;
+            /**
+             * @description Always false.
+             * @constant
+             */
+            success: false;
             /** @description What went wrong, for a person. */
             error: string;
             /** @description Every fault found, for validation errors (400). */

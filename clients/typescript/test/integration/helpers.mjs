@@ -31,6 +31,17 @@ export function ingestBinary() {
   return bin;
 }
 
+/**
+ * The caller's environment without INGEST_* variables. ingest reads every
+ * INGEST_* variable as a setting and refuses unknown ones, so INGEST_BIN
+ * (which only this harness reads) would stop it from starting; and a setting
+ * left in the caller's shell (INGEST_MONGODB_URI…) must not turn the test's
+ * embedded server into something else.
+ */
+function ingestFreeEnv() {
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("INGEST_")));
+}
+
 async function freePort() {
   const server = createServer();
   await new Promise((ok, fail) => server.once("error", fail).listen(0, "127.0.0.1", ok));
@@ -49,7 +60,7 @@ export async function startIngest() {
   const bin = ingestBinary();
   const dataDir = await mkdtemp(join(tmpdir(), "tocsin-ingest-"));
   const port = await freePort();
-  const env = { ...process.env, INGEST_LISTEN: `127.0.0.1:${port}`, INGEST_DATA_DIR: dataDir };
+  const env = { ...ingestFreeEnv(), INGEST_LISTEN: `127.0.0.1:${port}`, INGEST_DATA_DIR: dataDir };
   const baseUrl = `http://127.0.0.1:${port}`;
 
   const child = spawn(bin, [], { env, stdio: ["ignore", "pipe", "pipe"] });

@@ -44,7 +44,14 @@ const event = (suffix = "") => ({
 describe("packed client against ingest", () => {
   test("the tarball holds both builds, their declarations and the README, and no sources", () => {
     const files = readdirSync(client.installedAt, { recursive: true }).map(String);
-    for (const expected of ["README.md", "package.json", "dist/esm/index.js", "dist/esm/index.d.ts", "dist/cjs/index.js", "dist/cjs/index.d.ts", "dist/cjs/package.json"]) {
+    const expectedFiles = [
+      "README.md", "package.json", "dist/cjs/package.json",
+      "dist/esm/index.js", "dist/esm/index.d.ts", "dist/cjs/index.js", "dist/cjs/index.d.ts",
+      // types.d.ts imports the generated schemas: without them every request
+      // and response type would silently resolve to `any` for users.
+      "dist/esm/generated/openapi.d.ts", "dist/cjs/generated/openapi.d.ts",
+    ];
+    for (const expected of expectedFiles) {
       assert.ok(files.includes(expected), `${expected} is in the tarball`);
     }
     assert.equal(files.some((file) => file.startsWith("src") || file.startsWith("test") || file.startsWith("scripts")), false);
