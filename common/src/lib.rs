@@ -3,7 +3,9 @@
 //! MongoDB and SQLite implementations.
 
 pub mod config;
+pub mod jobs;
 pub mod keys;
+pub mod queue;
 pub mod store;
 pub mod telemetry;
 pub mod time;

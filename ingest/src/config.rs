@@ -21,6 +21,11 @@ pub struct Config {
     pub mongodb_uri: Option<Secret>,
     pub mongodb_database: String,
     pub store_timeout_ms: u64,
+    pub amqp_url: Option<Secret>,
+    pub queue_prefix: String,
+    pub broker_timeout_ms: u64,
+    pub relay_interval_ms: u64,
+    pub relay_grace_ms: u64,
     pub rate_limit_per_minute: u32,
     pub auth_failures_per_minute: u32,
     pub anonymous_rate_limit_per_minute: u32,
@@ -37,7 +42,7 @@ impl Config {
             defaults: DEFAULTS,
             file,
             env_prefix: "INGEST_",
-            unprefixed: &["MONGODB_URI", "MONGODB_DATABASE"],
+            unprefixed: &["MONGODB_URI", "MONGODB_DATABASE", "AMQP_URL"],
         })?;
         config.validate()?;
         Ok(config)
@@ -70,6 +75,22 @@ impl Config {
             return Err(ConfigError::invalid(
                 "INGEST_STORE_TIMEOUT_MS",
                 "must be at least 1",
+            ));
+        }
+        for (var, value) in [
+            ("INGEST_BROKER_TIMEOUT_MS", self.broker_timeout_ms),
+            ("INGEST_RELAY_INTERVAL_MS", self.relay_interval_ms),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::invalid(var, "must be at least 1"));
+            }
+        }
+        if let Some(url) = self.amqp_url()
+            && !(url.starts_with("amqp://") || url.starts_with("amqps://"))
+        {
+            return Err(ConfigError::invalid(
+                "AMQP_URL",
+                "must start with amqp:// or amqps://",
             ));
         }
         if self.max_body_bytes < 1024 {
@@ -108,6 +129,14 @@ impl Config {
     /// The MongoDB URI, treating an empty value as unset.
     fn mongodb_uri(&self) -> Option<&str> {
         self.mongodb_uri
+            .as_ref()
+            .map(Secret::expose)
+            .filter(|u| !u.trim().is_empty())
+    }
+
+    /// The RabbitMQ URL, treating an empty value as unset.
+    pub fn amqp_url(&self) -> Option<&str> {
+        self.amqp_url
             .as_ref()
             .map(Secret::expose)
             .filter(|u| !u.trim().is_empty())

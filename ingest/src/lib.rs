@@ -14,6 +14,7 @@ pub mod error;
 pub mod gate;
 pub mod idempotency;
 pub mod openapi;
+pub mod outbox;
 pub mod rate_limit;
 pub mod request_id;
 pub mod startup;
@@ -22,4 +23,4 @@ pub mod types;
 pub mod validation;
 
 pub use config::Config;
-pub use startup::Application;
+pub use startup::{Application, Options};

@@ -11,11 +11,11 @@ use poem_openapi::{
 use serde_json::{Map, Value, json};
 
 use crate::{
-    api::{events::EventsApi, health::HealthApi, identify::IdentifyApi},
+    api::{devices::DevicesApi, events::EventsApi, health::HealthApi, identify::IdentifyApi},
     error::ErrorEnvelope,
 };
 
-pub type Apis = (EventsApi, IdentifyApi, HealthApi);
+pub type Apis = (EventsApi, IdentifyApi, DevicesApi, HealthApi);
 
 /// The version stamped into the document.
 const API_VERSION: &str = "1.0.0";

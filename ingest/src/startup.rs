@@ -13,17 +13,39 @@ use poem::{
 };
 use serde_json::Value;
 
+use common::{
+    queue::{
+        JobQueue,
+        amqp::{AmqpConfig, AmqpQueue},
+    },
+    store::NotificationState,
+};
+use notifier::{push::PushProvider, worker::Inbox};
+use tokio::{sync::watch, task::JoinHandle};
+
 use crate::{
-    api::{events::EventsApi, health::HealthApi, identify::IdentifyApi},
+    api::{devices::DevicesApi, events::EventsApi, health::HealthApi, identify::IdentifyApi},
     body_limit::limit_body,
     config::Config,
     gate::gate,
     idempotency::idempotency,
     openapi,
+    outbox::Outbox,
     request_id::request_id,
     state::AppState,
     validation::SchemaValidators,
 };
+
+/// Choices made by the embedder rather than by configuration.
+#[derive(Default)]
+pub struct Options {
+    /// The push provider of the embedded notifier; by default the one the
+    /// notifier's settings select (APNs, or logging without credentials).
+    pub push_provider: Option<Arc<dyn PushProvider>>,
+    /// The embedded notifier's settings; by default read from the
+    /// environment like the standalone notifier's.
+    pub notifier: Option<notifier::Config>,
+}
 
 /// A bound, ready-to-serve ingest.
 pub struct Application {
@@ -31,16 +53,78 @@ pub struct Application {
     addr: SocketAddr,
     state: Arc<AppState>,
     app: poem::endpoint::BoxEndpoint<'static, poem::Response>,
+    stop: watch::Sender<bool>,
+    background: Vec<JoinHandle<()>>,
 }
 
 impl Application {
     /// Opens the store (creating indexes or tables) and binds the listener.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
+        Self::build_with(config, Options::default()).await
+    }
+
+    /// Like [`Application::build`], with the embedder's choices.
+    pub async fn build_with(config: Config, options: Options) -> anyhow::Result<Self> {
         let addr = config.listen_addr()?;
         let store = common::store::open(&config.store(), config.store_timeout())
             .await
             .context("opening the store")?;
-        let state = Arc::new(AppState::new(config, store));
+        let (stop, stopped) = watch::channel(false);
+        let mut background = Vec::new();
+        let queue: Arc<dyn JobQueue> = match config.amqp_url() {
+            Some(url) => Arc::new(AmqpQueue::new(AmqpConfig {
+                url: url.to_owned(),
+                prefix: config.queue_prefix.clone(),
+                timeout: Duration::from_millis(config.broker_timeout_ms),
+                retry: options.notifier.as_ref().map_or_else(
+                    || notifier::Config::defaults().retry(),
+                    notifier::Config::retry,
+                ),
+            })),
+            None => {
+                let notifier_config = match options.notifier {
+                    Some(c) => c,
+                    None => notifier::Config::load(None)?,
+                };
+                let provider = match options.push_provider {
+                    Some(p) => p,
+                    None => notifier_config.push_provider()?,
+                };
+                let (local, rx) = common::queue::local::channel();
+                let local: Arc<dyn JobQueue> = Arc::new(local);
+                let deliverer = notifier::deliverer(
+                    &notifier_config,
+                    Arc::clone(&store),
+                    provider,
+                    Arc::clone(&local),
+                );
+                background.push(notifier::spawn(
+                    &notifier_config,
+                    deliverer,
+                    Inbox::Unbounded(rx),
+                    stopped.clone(),
+                ));
+                tracing::info!("embedded mode: notifications go through an in-process queue");
+                local
+            }
+        };
+        let outbox = Arc::new(Outbox::new(Arc::clone(&store), Arc::clone(&queue)));
+        if config.amqp_url().is_none() {
+            // Nothing survives in an in-process queue: whatever a previous
+            // run left unfinished is queued again.
+            outbox
+                .relay_once(
+                    &[NotificationState::Pending, NotificationState::Queued],
+                    Duration::ZERO,
+                )
+                .await;
+        }
+        background.push(tokio::spawn(Arc::clone(&outbox).run_relay(
+            Duration::from_millis(config.relay_interval_ms),
+            Duration::from_millis(config.relay_grace_ms),
+            stopped,
+        )));
+        let state = Arc::new(AppState::new(config, store, outbox));
         let app = routes(Arc::clone(&state))?;
         let acceptor = TcpListener::bind(addr)
             .into_acceptor()
@@ -56,6 +140,8 @@ impl Application {
             addr,
             state,
             app,
+            stop,
+            background,
         })
     }
 
@@ -81,6 +167,12 @@ impl Application {
             .run_with_graceful_shutdown(self.app, shutdown, Some(grace))
             .await;
         sweeper.abort();
+        // Requests are done: stop the relay and let the embedded notifier
+        // finish the jobs in hand.
+        let _ = self.stop.send(true);
+        for task in self.background {
+            let _ = task.await;
+        }
         served.context("serving HTTP")
     }
 
@@ -99,6 +191,9 @@ fn routes(
             state: Arc::clone(&state),
         },
         IdentifyApi {
+            state: Arc::clone(&state),
+        },
+        DevicesApi {
             state: Arc::clone(&state),
         },
         HealthApi {

@@ -4,16 +4,17 @@ use std::sync::Arc;
 
 use common::store::Store;
 
-use crate::{config::Config, rate_limit::RateLimits};
+use crate::{config::Config, outbox::Outbox, rate_limit::RateLimits};
 
 pub struct AppState {
     pub config: Config,
     pub store: Arc<dyn Store>,
     pub rate_limits: RateLimits,
+    pub outbox: Arc<Outbox>,
 }
 
 impl AppState {
-    pub fn new(config: Config, store: Arc<dyn Store>) -> Self {
+    pub fn new(config: Config, store: Arc<dyn Store>, outbox: Arc<Outbox>) -> Self {
         let rate_limits = RateLimits::new(
             config.rate_limit_per_minute,
             config.auth_failures_per_minute,
@@ -23,6 +24,7 @@ impl AppState {
             config,
             store,
             rate_limits,
+            outbox,
         }
     }
 }

@@ -10,8 +10,8 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::{
-    ApiKey, Event, IdempotencyBegin, Identity, Scope, Store, StoreError, StoreResult,
-    StoredResponse,
+    ApiKey, Delivery, DeliveryClaim, Device, DeviceRegistration, Event, IdempotencyBegin, Identity,
+    NotificationState, Scope, Store, StoreError, StoreResult, StoredResponse,
 };
 
 /// Wraps a store; every call fails with [`StoreError::Unavailable`] once
@@ -118,5 +118,83 @@ impl Store for Deadline {
 
     async fn release_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()> {
         self.within(self.inner.release_idempotent(scope, key)).await
+    }
+
+    async fn set_notification_state(
+        &self,
+        scope: &Scope,
+        event_id: Uuid,
+        from: &[NotificationState],
+        to: NotificationState,
+    ) -> StoreResult<bool> {
+        self.within(self.inner.set_notification_state(scope, event_id, from, to))
+            .await
+    }
+
+    async fn events_in_notification_state(
+        &self,
+        states: &[NotificationState],
+        created_before: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>> {
+        self.within(
+            self.inner
+                .events_in_notification_state(states, created_before, limit),
+        )
+        .await
+    }
+
+    async fn upsert_device(
+        &self,
+        scope: &Scope,
+        registration: &DeviceRegistration,
+        now: DateTime<Utc>,
+    ) -> StoreResult<(Device, bool)> {
+        self.within(self.inner.upsert_device(scope, registration, now))
+            .await
+    }
+
+    async fn list_devices(&self, scope: &Scope) -> StoreResult<Vec<Device>> {
+        self.within(self.inner.list_devices(scope)).await
+    }
+
+    async fn delete_device(&self, scope: &Scope, id: Uuid) -> StoreResult<bool> {
+        self.within(self.inner.delete_device(scope, id)).await
+    }
+
+    async fn deactivate_device(
+        &self,
+        scope: &Scope,
+        id: Uuid,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        self.within(self.inner.deactivate_device(scope, id, reason, now))
+            .await
+    }
+
+    async fn claim_delivery(
+        &self,
+        scope: &Scope,
+        event_id: Uuid,
+        device_id: Uuid,
+        now: DateTime<Utc>,
+        stale_after: Duration,
+    ) -> StoreResult<DeliveryClaim> {
+        self.within(
+            self.inner
+                .claim_delivery(scope, event_id, device_id, now, stale_after),
+        )
+        .await
+    }
+
+    async fn finish_delivery(&self, scope: &Scope, delivery: &Delivery) -> StoreResult<()> {
+        self.within(self.inner.finish_delivery(scope, delivery))
+            .await
+    }
+
+    async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>> {
+        self.within(self.inner.list_deliveries(scope, event_id))
+            .await
     }
 }

@@ -17,7 +17,11 @@ use uuid::Uuid;
 
 pub use self::{
     deadline::Deadline,
-    model::{ApiKey, Event, IdempotencyBegin, Identity, Scope, StoredResponse},
+    model::{
+        ApiKey, ApnsEnvironment, Delivery, DeliveryClaim, DeliveryState, Device,
+        DeviceRegistration, Event, IdempotencyBegin, Identity, NotificationState, Scope,
+        StoredResponse,
+    },
 };
 
 /// Why a store call failed. Callers map `Unavailable` to 503 and everything
@@ -90,6 +94,63 @@ pub trait Store: Send + Sync + 'static {
         key: &str,
         response: &StoredResponse,
     ) -> StoreResult<()>;
+    /// Moves an event's notification to `to` if it is in one of `from`.
+    /// Returns whether it moved (a conditional update: a notifier that
+    /// already finished is never overwritten by a late "queued").
+    async fn set_notification_state(
+        &self,
+        scope: &Scope,
+        event_id: Uuid,
+        from: &[NotificationState],
+        to: NotificationState,
+    ) -> StoreResult<bool>;
+    /// Events of every scope whose notification is in one of `states` and
+    /// that were created before `created_before`, oldest first (the outbox
+    /// relay's work list).
+    async fn events_in_notification_state(
+        &self,
+        states: &[NotificationState],
+        created_before: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>>;
+
+    /// Registers a device, or updates (and reactivates) the scope's device
+    /// with the same token. Returns it and whether it is new.
+    async fn upsert_device(
+        &self,
+        scope: &Scope,
+        registration: &DeviceRegistration,
+        now: DateTime<Utc>,
+    ) -> StoreResult<(Device, bool)>;
+    /// The scope's devices, oldest first.
+    async fn list_devices(&self, scope: &Scope) -> StoreResult<Vec<Device>>;
+    /// Removes a device; false when the scope has no such device.
+    async fn delete_device(&self, scope: &Scope, id: Uuid) -> StoreResult<bool>;
+    /// Marks a device dead (APNs said so); it gets nothing until re-registered.
+    async fn deactivate_device(
+        &self,
+        scope: &Scope,
+        id: Uuid,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+
+    /// Claims the delivery of an event to a device before sending it. A claim
+    /// left `sending` for longer than `stale_after` belonged to a worker that
+    /// died, and is taken over.
+    async fn claim_delivery(
+        &self,
+        scope: &Scope,
+        event_id: Uuid,
+        device_id: Uuid,
+        now: DateTime<Utc>,
+        stale_after: Duration,
+    ) -> StoreResult<DeliveryClaim>;
+    /// Records how a claimed delivery went.
+    async fn finish_delivery(&self, scope: &Scope, delivery: &Delivery) -> StoreResult<()>;
+    /// Every delivery of an event, by device.
+    async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>>;
+
     /// Gives up a claim whose request must not be replayed (validation
     /// failures, internal errors), so the key can be used again.
     async fn release_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()>;

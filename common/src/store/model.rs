@@ -60,6 +60,168 @@ pub struct Event {
     pub notify: bool,
     pub source: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// Where the event's push notification stands (the outbox state).
+    pub notification: NotificationState,
+    /// The HTTP request that recorded the event, carried into its jobs so a
+    /// push can be traced back to it.
+    pub request_id: Option<String>,
+}
+
+/// Where an event's push notification stands.
+///
+/// `pending` (stored, no job confirmed by the queue yet) → `queued` (a job is
+/// on the queue) → `delivered` (at least one device got it), `failed` (no
+/// device got it) or `skipped` (`notify` was false, or no device to send to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NotificationState {
+    Pending,
+    Queued,
+    Delivered,
+    Failed,
+    Skipped,
+}
+
+impl NotificationState {
+    pub const ALL: [Self; 5] = [
+        Self::Pending,
+        Self::Queued,
+        Self::Delivered,
+        Self::Failed,
+        Self::Skipped,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Queued => "queued",
+            Self::Delivered => "delivered",
+            Self::Failed => "failed",
+            Self::Skipped => "skipped",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|state| state.as_str() == s)
+    }
+}
+
+/// Which APNs environment a device token belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApnsEnvironment {
+    Production,
+    Sandbox,
+}
+
+impl ApnsEnvironment {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Production => "production",
+            Self::Sandbox => "sandbox",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Production, Self::Sandbox]
+            .into_iter()
+            .find(|e| e.as_str() == s)
+    }
+}
+
+/// A phone connected to a project, to which alerts are pushed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    pub id: Uuid,
+    pub scope: Scope,
+    /// The APNs device token (hex).
+    pub token: String,
+    pub environment: ApnsEnvironment,
+    pub name: Option<String>,
+    /// Only events of these channels are pushed; `None` means every channel.
+    pub channels: Option<Vec<String>>,
+    /// False once APNs said the token is dead; re-registering revives it.
+    pub active: bool,
+    pub deactivated_reason: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Device {
+    /// Whether an event of `channel` is for this device.
+    pub fn wants(&self, channel: &str) -> bool {
+        self.active
+            && self
+                .channels
+                .as_ref()
+                .is_none_or(|channels| channels.iter().any(|c| c == channel))
+    }
+}
+
+/// What a device registration asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceRegistration {
+    pub token: String,
+    pub environment: ApnsEnvironment,
+    pub name: Option<String>,
+    pub channels: Option<Vec<String>>,
+}
+
+/// Where the push of one event to one device stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeliveryState {
+    /// A worker has claimed it and is sending.
+    Sending,
+    /// Failed transiently; a retry is scheduled.
+    Retrying,
+    Delivered,
+    Failed,
+}
+
+impl DeliveryState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sending => "sending",
+            Self::Retrying => "retrying",
+            Self::Delivered => "delivered",
+            Self::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Sending, Self::Retrying, Self::Delivered, Self::Failed]
+            .into_iter()
+            .find(|d| d.as_str() == s)
+    }
+
+    /// Whether nothing more will happen to this delivery.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Delivered | Self::Failed)
+    }
+}
+
+/// The push of one event to one device, recorded under the unique
+/// (event, device) key so a redelivered job never pushes twice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub event_id: Uuid,
+    pub device_id: Uuid,
+    pub state: DeliveryState,
+    /// Sends tried so far.
+    pub attempts: u32,
+    pub error: Option<String>,
+    pub apns_id: Option<String>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The answer to a worker asking to send one delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryClaim {
+    /// Send it; this is attempt number `attempt` (1-based).
+    Acquired { attempt: u32 },
+    /// Already settled: do not send again.
+    Settled(DeliveryState),
+    /// Another worker is sending it right now.
+    Busy,
 }
 
 /// A user of the caller's product, as merged from every identify call.

@@ -19,7 +19,8 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::{
-    ApiKey, Event, IdempotencyBegin, Identity, Scope, Store, StoreError, StoreResult,
+    ApiKey, ApnsEnvironment, Delivery, DeliveryClaim, DeliveryState, Device, DeviceRegistration,
+    Event, IdempotencyBegin, Identity, NotificationState, Scope, Store, StoreError, StoreResult,
     StoredResponse, model::merge_identity_fields,
 };
 
@@ -74,6 +75,22 @@ impl MongoStore {
             )
             .await
             .map_err(classify)?;
+        self.events()
+            .create_index(
+                IndexModel::builder()
+                    .keys(doc! { "notification": 1, "createdAt": 1 })
+                    .build(),
+            )
+            .await
+            .map_err(classify)?;
+        self.devices()
+            .create_index(unique(doc! { "org": 1, "project": 1, "token": 1 }))
+            .await
+            .map_err(classify)?;
+        self.deliveries()
+            .create_index(unique(doc! { "eventId": 1, "deviceId": 1 }))
+            .await
+            .map_err(classify)?;
         self.identities()
             .create_index(unique(doc! { "org": 1, "project": 1, "userId": 1 }))
             .await
@@ -112,6 +129,12 @@ impl MongoStore {
     }
     fn idempotency(&self) -> Collection<Document> {
         self.db.collection("idempotency")
+    }
+    fn devices(&self) -> Collection<Document> {
+        self.db.collection("devices")
+    }
+    fn deliveries(&self) -> Collection<Document> {
+        self.db.collection("deliveries")
     }
 }
 
@@ -234,6 +257,8 @@ fn event_to_doc(e: &Event) -> Document {
         "notify": e.notify,
         "source": e.source.clone(),
         "createdAt": date(&e.created_at),
+        "notification": e.notification.as_str(),
+        "requestId": e.request_id.clone(),
     }
 }
 
@@ -257,9 +282,80 @@ fn event_from_doc(d: &Document) -> StoreResult<Event> {
             notify: d.get_bool("notify")?,
             source: opt_str(d, "source"),
             created_at: d.get_datetime("createdAt")?.to_chrono(),
+            notification: NotificationState::parse(d.get_str("notification")?)
+                .ok_or_else(|| anyhow::anyhow!("unknown notification state"))?,
+            request_id: opt_str(d, "requestId"),
         })
     };
     parse().map_err(|e| corrupt("event", e))
+}
+
+fn device_to_doc(d: &Device) -> Document {
+    doc! {
+        "_id": d.id.to_string(),
+        "org": &d.scope.org,
+        "project": &d.scope.project,
+        "token": &d.token,
+        "environment": d.environment.as_str(),
+        "name": d.name.clone(),
+        "channels": d.channels.clone(),
+        "active": d.active,
+        "deactivatedReason": d.deactivated_reason.clone(),
+        "createdAt": date(&d.created_at),
+        "updatedAt": date(&d.updated_at),
+    }
+}
+
+fn strings(d: &Document, key: &str) -> anyhow::Result<Option<Vec<String>>> {
+    match d.get(key) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Array(items)) => items
+            .iter()
+            .map(|i| i.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .map(Some)
+            .ok_or_else(|| anyhow::anyhow!("{key} holds a non-string")),
+        Some(_) => anyhow::bail!("{key} is not an array"),
+    }
+}
+
+fn device_from_doc(d: &Document) -> StoreResult<Device> {
+    let parse = || -> anyhow::Result<Device> {
+        Ok(Device {
+            id: Uuid::parse_str(d.get_str("_id")?)?,
+            scope: Scope::new(d.get_str("org")?, d.get_str("project")?),
+            token: d.get_str("token")?.to_owned(),
+            environment: ApnsEnvironment::parse(d.get_str("environment")?)
+                .ok_or_else(|| anyhow::anyhow!("unknown environment"))?,
+            name: opt_str(d, "name"),
+            channels: strings(d, "channels")?,
+            active: d.get_bool("active")?,
+            deactivated_reason: opt_str(d, "deactivatedReason"),
+            created_at: d.get_datetime("createdAt")?.to_chrono(),
+            updated_at: d.get_datetime("updatedAt")?.to_chrono(),
+        })
+    };
+    parse().map_err(|e| corrupt("device", e))
+}
+
+fn delivery_from_doc(d: &Document) -> StoreResult<Delivery> {
+    let parse = || -> anyhow::Result<Delivery> {
+        Ok(Delivery {
+            event_id: Uuid::parse_str(d.get_str("eventId")?)?,
+            device_id: Uuid::parse_str(d.get_str("deviceId")?)?,
+            state: DeliveryState::parse(d.get_str("state")?)
+                .ok_or_else(|| anyhow::anyhow!("unknown delivery state"))?,
+            attempts: u32::try_from(d.get_i64("attempts")?)?,
+            error: opt_str(d, "error"),
+            apns_id: opt_str(d, "apnsId"),
+            updated_at: d.get_datetime("updatedAt")?.to_chrono(),
+        })
+    };
+    parse().map_err(|e| corrupt("delivery", e))
+}
+
+fn state_names(states: &[NotificationState]) -> Vec<&'static str> {
+    states.iter().map(|s| s.as_str()).collect()
 }
 
 fn identity_from_doc(d: &Document) -> StoreResult<(Identity, i64)> {
@@ -577,5 +673,250 @@ impl Store for MongoStore {
         id.insert("status", Bson::Null);
         self.idempotency().delete_one(id).await.map_err(classify)?;
         Ok(())
+    }
+
+    async fn set_notification_state(
+        &self,
+        scope: &Scope,
+        event_id: Uuid,
+        from: &[NotificationState],
+        to: NotificationState,
+    ) -> StoreResult<bool> {
+        let mut filter = scope_filter(scope);
+        filter.insert("_id", event_id.to_string());
+        filter.insert("notification", doc! { "$in": state_names(from) });
+        let result = self
+            .events()
+            .update_one(filter, doc! { "$set": { "notification": to.as_str() } })
+            .await
+            .map_err(classify)?;
+        Ok(result.matched_count == 1)
+    }
+
+    async fn events_in_notification_state(
+        &self,
+        states: &[NotificationState],
+        created_before: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>> {
+        let docs: Vec<Document> = self
+            .events()
+            .find(doc! {
+                "notification": { "$in": state_names(states) },
+                "createdAt": { "$lt": date(&created_before) },
+            })
+            .sort(doc! { "createdAt": 1 })
+            .limit(i64::from(limit))
+            .await
+            .map_err(classify)?
+            .try_collect()
+            .await
+            .map_err(classify)?;
+        docs.iter().map(event_from_doc).collect()
+    }
+
+    async fn upsert_device(
+        &self,
+        scope: &Scope,
+        registration: &DeviceRegistration,
+        now: DateTime<Utc>,
+    ) -> StoreResult<(Device, bool)> {
+        let mut filter = scope_filter(scope);
+        filter.insert("token", &registration.token);
+        for _ in 0..MAX_ATTEMPTS {
+            let existing = self
+                .devices()
+                .find_one(filter.clone())
+                .await
+                .map_err(classify)?
+                .as_ref()
+                .map(device_from_doc)
+                .transpose()?;
+            let device = Device {
+                id: existing.as_ref().map_or_else(Uuid::now_v7, |d| d.id),
+                scope: scope.clone(),
+                token: registration.token.clone(),
+                environment: registration.environment,
+                name: registration.name.clone(),
+                channels: registration.channels.clone(),
+                active: true,
+                deactivated_reason: None,
+                created_at: existing.as_ref().map_or(now, |d| d.created_at),
+                updated_at: now,
+            };
+            let written = match &existing {
+                Some(_) => self
+                    .devices()
+                    .replace_one(
+                        doc! { "_id": device.id.to_string() },
+                        device_to_doc(&device),
+                    )
+                    .await
+                    .map(|r| r.matched_count == 1),
+                None => self
+                    .devices()
+                    .insert_one(device_to_doc(&device))
+                    .await
+                    .map(|_| true),
+            };
+            match written {
+                Ok(true) => return Ok((device, existing.is_none())),
+                Ok(false) => continue,
+                Err(e) if is_duplicate_key(&e) => continue,
+                Err(e) => return Err(classify(e)),
+            }
+        }
+        Err(StoreError::Unavailable(
+            "device registration is contended; try again".into(),
+        ))
+    }
+
+    async fn list_devices(&self, scope: &Scope) -> StoreResult<Vec<Device>> {
+        let docs: Vec<Document> = self
+            .devices()
+            .find(scope_filter(scope))
+            .sort(doc! { "createdAt": 1, "_id": 1 })
+            .await
+            .map_err(classify)?
+            .try_collect()
+            .await
+            .map_err(classify)?;
+        docs.iter().map(device_from_doc).collect()
+    }
+
+    async fn delete_device(&self, scope: &Scope, id: Uuid) -> StoreResult<bool> {
+        let mut filter = scope_filter(scope);
+        filter.insert("_id", id.to_string());
+        let result = self.devices().delete_one(filter).await.map_err(classify)?;
+        Ok(result.deleted_count == 1)
+    }
+
+    async fn deactivate_device(
+        &self,
+        scope: &Scope,
+        id: Uuid,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let mut filter = scope_filter(scope);
+        filter.insert("_id", id.to_string());
+        let result = self
+            .devices()
+            .update_one(
+                filter,
+                doc! { "$set": { "active": false, "deactivatedReason": reason, "updatedAt": date(&now) } },
+            )
+            .await
+            .map_err(classify)?;
+        Ok(result.matched_count == 1)
+    }
+
+    async fn claim_delivery(
+        &self,
+        scope: &Scope,
+        event_id: Uuid,
+        device_id: Uuid,
+        now: DateTime<Utc>,
+        stale_after: Duration,
+    ) -> StoreResult<DeliveryClaim> {
+        let key = doc! { "eventId": event_id.to_string(), "deviceId": device_id.to_string() };
+        let stale_before = now - stale_after;
+        for _ in 0..MAX_ATTEMPTS {
+            let mut fresh = key.clone();
+            fresh.insert("org", &scope.org);
+            fresh.insert("project", &scope.project);
+            fresh.insert("state", DeliveryState::Sending.as_str());
+            fresh.insert("attempts", 1i64);
+            fresh.insert("claimedAt", date(&now));
+            fresh.insert("updatedAt", date(&now));
+            match self.deliveries().insert_one(fresh).await {
+                Ok(_) => return Ok(DeliveryClaim::Acquired { attempt: 1 }),
+                Err(e) if !is_duplicate_key(&e) => return Err(classify(e)),
+                Err(_) => {}
+            }
+            let Some(existing) = self
+                .deliveries()
+                .find_one(key.clone())
+                .await
+                .map_err(classify)?
+            else {
+                continue;
+            };
+            let current = delivery_from_doc(&existing)?;
+            let claimed = existing
+                .get_datetime("claimedAt")
+                .map_err(|e| corrupt("delivery", e))?
+                .to_chrono();
+            let takeover = match current.state {
+                DeliveryState::Retrying => true,
+                DeliveryState::Sending => claimed < stale_before,
+                _ => false,
+            };
+            if !takeover {
+                return Ok(if current.state.is_final() {
+                    DeliveryClaim::Settled(current.state)
+                } else {
+                    DeliveryClaim::Busy
+                });
+            }
+            // Only one worker wins the takeover: the update is conditional
+            // on the state and claim time it read.
+            let mut guard = key.clone();
+            guard.insert("state", current.state.as_str());
+            guard.insert("claimedAt", date(&claimed));
+            let attempt = current.attempts + 1;
+            let taken = self
+                .deliveries()
+                .update_one(
+                    guard,
+                    doc! { "$set": {
+                        "state": DeliveryState::Sending.as_str(),
+                        "attempts": i64::from(attempt),
+                        "claimedAt": date(&now),
+                        "updatedAt": date(&now),
+                    }},
+                )
+                .await
+                .map_err(classify)?;
+            if taken.matched_count == 1 {
+                return Ok(DeliveryClaim::Acquired { attempt });
+            }
+        }
+        Ok(DeliveryClaim::Busy)
+    }
+
+    async fn finish_delivery(&self, scope: &Scope, delivery: &Delivery) -> StoreResult<()> {
+        let mut filter = scope_filter(scope);
+        filter.insert("eventId", delivery.event_id.to_string());
+        filter.insert("deviceId", delivery.device_id.to_string());
+        self.deliveries()
+            .update_one(
+                filter,
+                doc! { "$set": {
+                    "state": delivery.state.as_str(),
+                    "attempts": i64::from(delivery.attempts),
+                    "error": delivery.error.clone(),
+                    "apnsId": delivery.apns_id.clone(),
+                    "updatedAt": date(&delivery.updated_at),
+                }},
+            )
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
+
+    async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>> {
+        let mut filter = scope_filter(scope);
+        filter.insert("eventId", event_id.to_string());
+        let docs: Vec<Document> = self
+            .deliveries()
+            .find(filter)
+            .sort(doc! { "deviceId": 1 })
+            .await
+            .map_err(classify)?
+            .try_collect()
+            .await
+            .map_err(classify)?;
+        docs.iter().map(delivery_from_doc).collect()
     }
 }

@@ -15,13 +15,15 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::{
-    ApiKey, Event, IdempotencyBegin, Identity, Scope, Store, StoreError, StoreResult,
+    ApiKey, ApnsEnvironment, Delivery, DeliveryClaim, DeliveryState, Device, DeviceRegistration,
+    Event, IdempotencyBegin, Identity, NotificationState, Scope, Store, StoreError, StoreResult,
     StoredResponse, model::merge_identity_fields,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how
 /// many have run. Append only.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE api_keys (
     id TEXT PRIMARY KEY,
     name TEXT,
@@ -79,7 +81,40 @@ CREATE TABLE idempotency (
     PRIMARY KEY (org, project, key)
 );
 CREATE INDEX idempotency_by_age ON idempotency (created_at_ms);
-"#];
+"#,
+    r#"
+ALTER TABLE events ADD COLUMN notification_state TEXT NOT NULL DEFAULT 'skipped';
+ALTER TABLE events ADD COLUMN request_id TEXT;
+CREATE INDEX events_by_notification ON events (notification_state, created_at);
+CREATE TABLE devices (
+    id TEXT PRIMARY KEY,
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    token TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    name TEXT,
+    channels TEXT,
+    active INTEGER NOT NULL,
+    deactivated_reason TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (org, project, token)
+);
+CREATE TABLE deliveries (
+    event_id TEXT NOT NULL,
+    device_id TEXT NOT NULL,
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    error TEXT,
+    apns_id TEXT,
+    claimed_at_ms INTEGER NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (event_id, device_id)
+);
+"#,
+];
 
 /// How often expired idempotency rows are swept (SQLite has no TTL index).
 const SWEEP_EVERY_MS: i64 = 60_000;
@@ -189,7 +224,7 @@ fn key_from_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
 }
 
 const EVENT_COLUMNS: &str = "id, org, project, channel_name, title, description, icon, tags, \
-                             metadata, user_id, notify, source, created_at";
+                             metadata, user_id, notify, source, created_at, notification_state, request_id";
 
 fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
     Ok(Event {
@@ -205,6 +240,49 @@ fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
         notify: r.get(10)?,
         source: r.get(11)?,
         created_at: parse_ts(&r.get::<_, String>(12)?)?,
+        notification: parse_enum(&r.get::<_, String>(13)?, NotificationState::parse)?,
+        request_id: r.get(14)?,
+    })
+}
+
+fn parse_enum<T>(s: &str, parse: fn(&str) -> Option<T>) -> rusqlite::Result<T> {
+    parse(s).ok_or_else(|| {
+        rusqlite::Error::ToSqlConversionFailure(format!("unknown state {s:?}").into())
+    })
+}
+
+const DEVICE_COLUMNS: &str = "id, org, project, token, environment, name, channels, active, \
+                              deactivated_reason, created_at, updated_at";
+
+fn device_from_row(r: &Row<'_>) -> rusqlite::Result<Device> {
+    Ok(Device {
+        id: parse_uuid(&r.get::<_, String>(0)?)?,
+        scope: Scope::new(r.get::<_, String>(1)?, r.get::<_, String>(2)?),
+        token: r.get(3)?,
+        environment: parse_enum(&r.get::<_, String>(4)?, ApnsEnvironment::parse)?,
+        name: r.get(5)?,
+        channels: r
+            .get::<_, Option<String>>(6)?
+            .map(|c| parse_json(&c))
+            .transpose()?,
+        active: r.get(7)?,
+        deactivated_reason: r.get(8)?,
+        created_at: parse_ts(&r.get::<_, String>(9)?)?,
+        updated_at: parse_ts(&r.get::<_, String>(10)?)?,
+    })
+}
+
+const DELIVERY_COLUMNS: &str = "event_id, device_id, state, attempts, error, apns_id, updated_at";
+
+fn delivery_from_row(r: &Row<'_>) -> rusqlite::Result<Delivery> {
+    Ok(Delivery {
+        event_id: parse_uuid(&r.get::<_, String>(0)?)?,
+        device_id: parse_uuid(&r.get::<_, String>(1)?)?,
+        state: parse_enum(&r.get::<_, String>(2)?, DeliveryState::parse)?,
+        attempts: r.get(3)?,
+        error: r.get(4)?,
+        apns_id: r.get(5)?,
+        updated_at: parse_ts(&r.get::<_, String>(6)?)?,
     })
 }
 
@@ -284,7 +362,7 @@ impl Store for SqliteStore {
             )?
             .execute(params![e.scope.org, e.scope.project, e.channel_name, created])?;
             tx.prepare_cached(&format!(
-                "INSERT INTO events ({EVENT_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)"
+                "INSERT INTO events ({EVENT_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"
             ))?
             .execute(params![
                 e.id.to_string(),
@@ -300,6 +378,8 @@ impl Store for SqliteStore {
                 e.notify,
                 e.source,
                 created,
+                e.notification.as_str(),
+                e.request_id,
             ])?;
             tx.commit()
         })
@@ -521,6 +601,255 @@ impl Store for SqliteStore {
                 params![scope.org, scope.project, key],
             )?;
             Ok(())
+        })
+        .await
+    }
+
+    async fn set_notification_state(
+        &self,
+        scope: &Scope,
+        event_id: Uuid,
+        from: &[NotificationState],
+        to: NotificationState,
+    ) -> StoreResult<bool> {
+        let scope = scope.clone();
+        let from: Vec<&'static str> = from.iter().map(|s| s.as_str()).collect();
+        self.run(move |c| {
+            let placeholders = (0..from.len()).map(|i| format!("?{}", i + 5)).collect::<Vec<_>>().join(",");
+            let sql = format!(
+                "UPDATE events SET notification_state = ?4 \
+                 WHERE id = ?1 AND org = ?2 AND project = ?3 AND notification_state IN ({placeholders})"
+            );
+            let mut values: Vec<Box<dyn rusqlite::ToSql>> = vec![
+                Box::new(event_id.to_string()),
+                Box::new(scope.org),
+                Box::new(scope.project),
+                Box::new(to.as_str()),
+            ];
+            values.extend(from.into_iter().map(|s| Box::new(s) as Box<dyn rusqlite::ToSql>));
+            let n = c.execute(&sql, rusqlite::params_from_iter(values))?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn events_in_notification_state(
+        &self,
+        states: &[NotificationState],
+        created_before: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>> {
+        let states: Vec<&'static str> = states.iter().map(|s| s.as_str()).collect();
+        self.run(move |c| {
+            let placeholders = (0..states.len())
+                .map(|i| format!("?{}", i + 3))
+                .collect::<Vec<_>>()
+                .join(",");
+            let sql = format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE created_at < ?1 \
+                 AND notification_state IN ({placeholders}) ORDER BY created_at LIMIT ?2"
+            );
+            let mut values: Vec<Box<dyn rusqlite::ToSql>> =
+                vec![Box::new(ts(&created_before)), Box::new(limit)];
+            values.extend(
+                states
+                    .into_iter()
+                    .map(|s| Box::new(s) as Box<dyn rusqlite::ToSql>),
+            );
+            c.prepare(&sql)?
+                .query_map(rusqlite::params_from_iter(values), event_from_row)?
+                .collect()
+        })
+        .await
+    }
+
+    async fn upsert_device(
+        &self,
+        scope: &Scope,
+        registration: &DeviceRegistration,
+        now: DateTime<Utc>,
+    ) -> StoreResult<(Device, bool)> {
+        let scope = scope.clone();
+        let reg = registration.clone();
+        self.run(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let existing = tx
+                .query_row(
+                    &format!("SELECT {DEVICE_COLUMNS} FROM devices WHERE org = ?1 AND project = ?2 AND token = ?3"),
+                    params![scope.org, scope.project, reg.token],
+                    device_from_row,
+                )
+                .optional()?;
+            let created = existing.is_none();
+            let device = Device {
+                id: existing.as_ref().map_or_else(Uuid::now_v7, |d| d.id),
+                scope: scope.clone(),
+                token: reg.token,
+                environment: reg.environment,
+                name: reg.name,
+                channels: reg.channels,
+                active: true,
+                deactivated_reason: None,
+                created_at: existing.as_ref().map_or(now, |d| d.created_at),
+                updated_at: now,
+            };
+            let channels = device.channels.as_ref().map(to_json).transpose()?;
+            tx.execute(
+                &format!(
+                    "INSERT OR REPLACE INTO devices ({DEVICE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"
+                ),
+                params![
+                    device.id.to_string(),
+                    device.scope.org,
+                    device.scope.project,
+                    device.token,
+                    device.environment.as_str(),
+                    device.name,
+                    channels,
+                    device.active,
+                    device.deactivated_reason,
+                    ts(&device.created_at),
+                    ts(&device.updated_at),
+                ],
+            )?;
+            tx.commit()?;
+            Ok((device, created))
+        })
+        .await
+    }
+
+    async fn list_devices(&self, scope: &Scope) -> StoreResult<Vec<Device>> {
+        let scope = scope.clone();
+        self.run(move |c| {
+            c.prepare_cached(&format!(
+                "SELECT {DEVICE_COLUMNS} FROM devices WHERE org = ?1 AND project = ?2 ORDER BY created_at, id"
+            ))?
+            .query_map(params![scope.org, scope.project], device_from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    async fn delete_device(&self, scope: &Scope, id: Uuid) -> StoreResult<bool> {
+        let scope = scope.clone();
+        self.run(move |c| {
+            let n = c.execute(
+                "DELETE FROM devices WHERE id = ?1 AND org = ?2 AND project = ?3",
+                params![id.to_string(), scope.org, scope.project],
+            )?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn deactivate_device(
+        &self,
+        scope: &Scope,
+        id: Uuid,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let scope = scope.clone();
+        let reason = reason.to_owned();
+        self.run(move |c| {
+            let n = c.execute(
+                "UPDATE devices SET active = 0, deactivated_reason = ?4, updated_at = ?5 \
+                 WHERE id = ?1 AND org = ?2 AND project = ?3",
+                params![id.to_string(), scope.org, scope.project, reason, ts(&now)],
+            )?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn claim_delivery(
+        &self,
+        scope: &Scope,
+        event_id: Uuid,
+        device_id: Uuid,
+        now: DateTime<Utc>,
+        stale_after: Duration,
+    ) -> StoreResult<DeliveryClaim> {
+        let scope = scope.clone();
+        let now_ms = now.timestamp_millis();
+        let stale_before = now_ms - stale_after.as_millis() as i64;
+        self.run(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let existing = tx
+                .query_row(
+                    "SELECT state, attempts, claimed_at_ms FROM deliveries WHERE event_id = ?1 AND device_id = ?2",
+                    params![event_id.to_string(), device_id.to_string()],
+                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?, r.get::<_, i64>(2)?)),
+                )
+                .optional()?;
+            let claim = match existing {
+                None => {
+                    tx.execute(
+                        "INSERT INTO deliveries (event_id, device_id, org, project, state, attempts, claimed_at_ms, updated_at) \
+                         VALUES (?1, ?2, ?3, ?4, 'sending', 1, ?5, ?6)",
+                        params![event_id.to_string(), device_id.to_string(), scope.org, scope.project, now_ms, ts(&now)],
+                    )?;
+                    DeliveryClaim::Acquired { attempt: 1 }
+                }
+                Some((state, attempts, claimed)) => {
+                    let state = parse_enum(&state, DeliveryState::parse)?;
+                    let takeover = match state {
+                        DeliveryState::Retrying => true,
+                        DeliveryState::Sending => claimed < stale_before,
+                        _ => false,
+                    };
+                    if takeover {
+                        tx.execute(
+                            "UPDATE deliveries SET state = 'sending', attempts = ?3, claimed_at_ms = ?4, updated_at = ?5 \
+                             WHERE event_id = ?1 AND device_id = ?2",
+                            params![event_id.to_string(), device_id.to_string(), attempts + 1, now_ms, ts(&now)],
+                        )?;
+                        DeliveryClaim::Acquired { attempt: attempts + 1 }
+                    } else if state.is_final() {
+                        DeliveryClaim::Settled(state)
+                    } else {
+                        DeliveryClaim::Busy
+                    }
+                }
+            };
+            tx.commit()?;
+            Ok(claim)
+        })
+        .await
+    }
+
+    async fn finish_delivery(&self, scope: &Scope, delivery: &Delivery) -> StoreResult<()> {
+        let scope = scope.clone();
+        let d = delivery.clone();
+        self.run(move |c| {
+            c.execute(
+                "UPDATE deliveries SET state = ?5, attempts = ?6, error = ?7, apns_id = ?8, updated_at = ?9 \
+                 WHERE event_id = ?1 AND device_id = ?2 AND org = ?3 AND project = ?4",
+                params![
+                    d.event_id.to_string(),
+                    d.device_id.to_string(),
+                    scope.org,
+                    scope.project,
+                    d.state.as_str(),
+                    d.attempts,
+                    d.error,
+                    d.apns_id,
+                    ts(&d.updated_at),
+                ],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>> {
+        let scope = scope.clone();
+        self.run(move |c| {
+            c.prepare_cached(&format!(
+                "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE event_id = ?1 AND org = ?2 AND project = ?3 ORDER BY device_id"
+            ))?
+            .query_map(params![event_id.to_string(), scope.org, scope.project], delivery_from_row)?
+            .collect()
         })
         .await
     }

@@ -3,9 +3,9 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
-use common::store::Event;
+use common::store::{Delivery, Event, NotificationState};
 use poem::web::Data;
-use poem_openapi::{ApiResponse, Object, OpenApi, payload::Json};
+use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path, payload::Json};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -68,10 +68,75 @@ pub struct EventOut {
     pub source: Nullable<String>,
     /// When the event was recorded (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
+    /// Where the event's push notification stands.
+    pub notification: NotificationOut,
 }
 
-impl From<Event> for EventOut {
-    fn from(e: Event) -> Self {
+/// Where an event's push notification stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum NotificationStateOut {
+    /// Stored; the job is not on the queue yet (the relay will publish it).
+    Pending,
+    /// The job is on the queue.
+    Queued,
+    /// At least one device got the push.
+    Delivered,
+    /// No device got the push.
+    Failed,
+    /// `notify` was false, or the project had no device for the channel.
+    Skipped,
+}
+
+impl From<NotificationState> for NotificationStateOut {
+    fn from(s: NotificationState) -> Self {
+        match s {
+            NotificationState::Pending => Self::Pending,
+            NotificationState::Queued => Self::Queued,
+            NotificationState::Delivered => Self::Delivered,
+            NotificationState::Failed => Self::Failed,
+            NotificationState::Skipped => Self::Skipped,
+        }
+    }
+}
+
+/// The push of an event to one device.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct DeliveryOut {
+    pub device_id: Uuid,
+    /// `sending`, `retrying`, `delivered` or `failed`.
+    pub state: String,
+    /// Sends tried so far.
+    pub attempts: u32,
+    /// Why the last try failed.
+    pub error: Nullable<String>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<Delivery> for DeliveryOut {
+    fn from(d: Delivery) -> Self {
+        Self {
+            device_id: d.device_id,
+            state: d.state.as_str().to_owned(),
+            attempts: d.attempts,
+            error: Nullable(d.error),
+            updated_at: d.updated_at,
+        }
+    }
+}
+
+/// An event's notification state and, when looked up, its deliveries.
+#[derive(Debug, Clone, Object)]
+pub struct NotificationOut {
+    pub state: NotificationStateOut,
+    /// One entry per device the push was sent to (only in `GET /v1/events/{id}`).
+    #[oai(skip_serializing_if_is_none)]
+    pub deliveries: Option<Vec<DeliveryOut>>,
+}
+
+impl EventOut {
+    fn new(e: Event, deliveries: Option<Vec<Delivery>>) -> Self {
         Self {
             id: e.id,
             channel_name: e.channel_name,
@@ -84,6 +149,10 @@ impl From<Event> for EventOut {
             notify: e.notify,
             source: Nullable(e.source),
             created_at: e.created_at,
+            notification: NotificationOut {
+                state: e.notification.into(),
+                deliveries: deliveries.map(|d| d.into_iter().map(Into::into).collect()),
+            },
         }
     }
 }
@@ -93,6 +162,13 @@ pub enum CreateEventResponse {
     /// The event was recorded.
     #[oai(status = 201)]
     Created(Json<Success<EventOut>>),
+}
+
+#[derive(ApiResponse)]
+pub enum GetEventResponse {
+    /// The event, its notification state and its deliveries.
+    #[oai(status = 200)]
+    Ok(Json<Success<EventOut>>),
 }
 
 pub struct EventsApi {
@@ -114,7 +190,8 @@ impl EventsApi {
         request_id: Data<&RequestId>,
     ) -> poem::Result<CreateEventResponse> {
         let input = body.0;
-        let event = Event {
+        let notify = input.notify.unwrap_or(true);
+        let mut event = Event {
             id: Uuid::now_v7(),
             scope: auth.scope.clone(),
             channel_name: input.channel_name,
@@ -124,18 +201,57 @@ impl EventsApi {
             tags: input.tags.unwrap_or_default(),
             metadata: input.metadata.unwrap_or_default().into_iter().collect(),
             user_id: input.user_id.and_then(|u| u.0),
-            notify: input.notify.unwrap_or(true),
+            notify,
             source: input.source,
             created_at: common::time::now(),
+            notification: if notify {
+                NotificationState::Pending
+            } else {
+                NotificationState::Skipped
+            },
+            request_id: Some(request_id.to_string()),
         };
         self.state
             .store
             .insert_event(&event)
             .await
             .map_err(ApiError::from)?;
+        if notify {
+            event.notification = self.state.outbox.dispatch(&event).await;
+        }
         tracing::info!(event_id = %event.id, channel = %event.channel_name, "event recorded");
         Ok(CreateEventResponse::Created(Json(Success::new(
-            event.into(),
+            EventOut::new(event, None),
+            **request_id,
+        ))))
+    }
+
+    /// Look up an event
+    ///
+    /// The event with its notification state and the result of each push.
+    #[oai(path = "/v1/events/:id", method = "get", operation_id = "getEvent")]
+    async fn get(
+        &self,
+        /// The event's id.
+        id: Path<String>,
+        auth: Data<&AuthContext>,
+        request_id: Data<&RequestId>,
+    ) -> poem::Result<GetEventResponse> {
+        let not_found = || ApiError::NotFound("no event with this id".into());
+        // An id that is not a UUID names no event: 404, like any unknown id.
+        let id = Uuid::parse_str(&id.0).map_err(|_| not_found())?;
+        let store = &self.state.store;
+        let event = store
+            .get_event(&auth.scope, id)
+            .await
+            .map_err(ApiError::from)?
+            .ok_or_else(not_found)?;
+        let deliveries = store
+            .list_deliveries(&auth.scope, id)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(GetEventResponse::Ok(Json(Success::new(
+            EventOut::new(event, Some(deliveries)),
             **request_id,
         ))))
     }

@@ -1,6 +1,7 @@
 //! The HTTP API: one module per resource, each owning its request and
 //! response types, plus the success envelope they all answer with.
 
+pub mod devices;
 pub mod events;
 pub mod health;
 pub mod identify;
@@ -18,6 +19,8 @@ pub enum ApiTags {
     Events,
     /// The caller's users, their properties and aliases.
     Identities,
+    /// The phones alerts are pushed to.
+    Devices,
     /// Liveness and readiness probes.
     Health,
 }

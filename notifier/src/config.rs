@@ -1,0 +1,204 @@
+//! The notifier's settings: `config.default.toml` (compiled in, and the
+//! reference for every setting), an optional operator file, then environment
+//! variables.
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use common::{
+    config::{ConfigError, Secret, Sources, load, parse_defaults},
+    queue::{RetryPolicy, amqp::AmqpConfig},
+    store::StoreConfig,
+    telemetry::LogFormat,
+};
+use serde::Deserialize;
+
+use crate::push::{
+    PushProvider,
+    apns::{ApnsConfig, ApnsProvider},
+    logging::LoggingProvider,
+};
+
+const DEFAULTS: &str = include_str!("../config.default.toml");
+
+/// Every notifier setting; each is documented in `config.default.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub amqp_url: Option<Secret>,
+    pub queue_prefix: String,
+    pub mongodb_uri: Option<Secret>,
+    pub mongodb_database: String,
+    pub data_dir: PathBuf,
+    pub store_timeout_ms: u64,
+    pub broker_timeout_ms: u64,
+    pub prefetch: u16,
+    pub concurrency: usize,
+    pub retry_base_ms: u64,
+    pub retry_max_ms: u64,
+    pub max_retries: u32,
+    pub stale_claim_seconds: u64,
+    pub apns_key_path: Option<PathBuf>,
+    pub apns_key_id: Option<String>,
+    pub apns_team_id: Option<String>,
+    pub apns_topic: Option<String>,
+    pub log_format: LogFormat,
+}
+
+fn non_empty(s: &Option<Secret>) -> Option<&str> {
+    s.as_ref()
+        .map(Secret::expose)
+        .filter(|v| !v.trim().is_empty())
+}
+
+impl Config {
+    /// Loads and checks the settings; the error names the offending setting.
+    pub fn load(file: Option<&std::path::Path>) -> Result<Self, ConfigError> {
+        let config: Self = load(&Sources {
+            defaults: DEFAULTS,
+            file,
+            env_prefix: "NOTIFIER_",
+            unprefixed: &[
+                "AMQP_URL",
+                "MONGODB_URI",
+                "MONGODB_DATABASE",
+                "APNS_KEY_PATH",
+                "APNS_KEY_ID",
+                "APNS_TEAM_ID",
+                "APNS_TOPIC",
+            ],
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The settings as shipped, without the environment: a base for tests.
+    pub fn defaults() -> Self {
+        parse_defaults(DEFAULTS).expect("the shipped defaults are valid")
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        for (var, value) in [
+            ("NOTIFIER_PREFETCH", u64::from(self.prefetch)),
+            ("NOTIFIER_CONCURRENCY", self.concurrency as u64),
+            ("NOTIFIER_RETRY_BASE_MS", self.retry_base_ms),
+            ("NOTIFIER_STORE_TIMEOUT_MS", self.store_timeout_ms),
+            ("NOTIFIER_BROKER_TIMEOUT_MS", self.broker_timeout_ms),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::invalid(var, "must be at least 1"));
+            }
+        }
+        if self.retry_max_ms < self.retry_base_ms {
+            return Err(ConfigError::invalid(
+                "NOTIFIER_RETRY_MAX_MS",
+                "must be at least NOTIFIER_RETRY_BASE_MS",
+            ));
+        }
+        if let Some(url) = non_empty(&self.amqp_url)
+            && !(url.starts_with("amqp://") || url.starts_with("amqps://"))
+        {
+            return Err(ConfigError::invalid(
+                "AMQP_URL",
+                "must start with amqp:// or amqps://",
+            ));
+        }
+        self.apns()?;
+        Ok(())
+    }
+
+    pub fn retry(&self) -> RetryPolicy {
+        RetryPolicy {
+            base: Duration::from_millis(self.retry_base_ms),
+            max: Duration::from_millis(self.retry_max_ms),
+            max_retries: self.max_retries,
+        }
+    }
+
+    /// The broker settings, when a broker is configured.
+    pub fn amqp(&self) -> Option<AmqpConfig> {
+        non_empty(&self.amqp_url).map(|url| AmqpConfig {
+            url: url.to_owned(),
+            prefix: self.queue_prefix.clone(),
+            timeout: Duration::from_millis(self.broker_timeout_ms),
+            retry: self.retry(),
+        })
+    }
+
+    pub fn store(&self) -> StoreConfig {
+        match non_empty(&self.mongodb_uri) {
+            Some(uri) => StoreConfig::Mongo {
+                uri: uri.to_owned(),
+                database: self.mongodb_database.clone(),
+            },
+            None => StoreConfig::Sqlite {
+                path: self.data_dir.join("tocsin.sqlite3"),
+            },
+        }
+    }
+
+    /// The APNs credentials: all four settings, or none.
+    fn apns(&self) -> Result<Option<(PathBuf, String, String, String)>, ConfigError> {
+        match (
+            &self.apns_key_path,
+            &self.apns_key_id,
+            &self.apns_team_id,
+            &self.apns_topic,
+        ) {
+            (None, None, None, None) => Ok(None),
+            (Some(path), Some(key_id), Some(team_id), Some(topic)) => Ok(Some((
+                path.clone(),
+                key_id.clone(),
+                team_id.clone(),
+                topic.clone(),
+            ))),
+            _ => {
+                let missing: Vec<&str> = [
+                    ("APNS_KEY_PATH", self.apns_key_path.is_none()),
+                    ("APNS_KEY_ID", self.apns_key_id.is_none()),
+                    ("APNS_TEAM_ID", self.apns_team_id.is_none()),
+                    ("APNS_TOPIC", self.apns_topic.is_none()),
+                ]
+                .into_iter()
+                .filter_map(|(name, absent)| absent.then_some(name))
+                .collect();
+                Err(ConfigError::invalid(
+                    missing[0],
+                    format!(
+                        "APNs needs all of its settings; missing {}",
+                        missing.join(", ")
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// APNs when configured, otherwise the logging provider (and a warning
+    /// saying so).
+    pub fn push_provider(&self) -> anyhow::Result<Arc<dyn PushProvider>> {
+        match self.apns()? {
+            Some((path, key_id, team_id, topic)) => {
+                let key_pem = std::fs::read_to_string(&path).map_err(|e| {
+                    ConfigError::invalid(
+                        "APNS_KEY_PATH",
+                        format!("cannot read {}: {e}", path.display()),
+                    )
+                })?;
+                let provider = ApnsProvider::new(ApnsConfig {
+                    key_pem,
+                    key_id,
+                    team_id,
+                    topic,
+                })?;
+                tracing::info!("pushes go to APNs");
+                Ok(Arc::new(provider))
+            }
+            None => {
+                tracing::warn!(
+                    "no APNs credentials (APNS_KEY_PATH, APNS_KEY_ID, APNS_TEAM_ID, APNS_TOPIC): \
+                     pushes are logged, not sent"
+                );
+                Ok(Arc::new(LoggingProvider))
+            }
+        }
+    }
+}
