@@ -8,6 +8,7 @@
 //! gets its own database name, so nothing is ever dropped or shared.
 
 pub mod proxy;
+pub mod recording;
 
 use std::{
     io::{BufRead as _, BufReader},
@@ -187,8 +188,17 @@ impl TestApp {
 
     /// Starts ingest with settings the test adjusted.
     pub async fn spawn_with(test: TestConfig) -> Self {
+        let options = ingest::Options {
+            notifier: Some(test_notifier_config()),
+            ..Default::default()
+        };
+        Self::spawn_with_options(test, options).await
+    }
+
+    /// Starts ingest with settings and embedding choices of the test's.
+    pub async fn spawn_with_options(test: TestConfig, options: ingest::Options) -> Self {
         let TestConfig { config, dir } = test;
-        let app = Application::build(config.clone())
+        let app = Application::build_with(config.clone(), options)
             .await
             .expect("ingest starts");
         let base = format!("http://{}", app.addr());
@@ -287,6 +297,24 @@ impl Drop for TestApp {
             let _ = stop.send(());
         }
     }
+}
+
+/// The broker the tests use: `AMQP_URL`, or the local RabbitMQ.
+pub fn amqp_url() -> String {
+    std::env::var("AMQP_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
+}
+
+/// Notifier settings for tests: short retry delays, no environment.
+pub fn test_notifier_config() -> notifier::Config {
+    let mut config = notifier::Config::defaults();
+    config.retry_base_ms = 200;
+    config.retry_max_ms = 800;
+    config.max_retries = 3;
+    config.stale_claim_seconds = 2;
+    config
 }
 
 /// A response read in full: status, headers and JSON body.

@@ -6,6 +6,7 @@ mod errors;
 mod events;
 mod idempotency;
 mod identify;
+mod notify;
 mod openapi;
 mod rate_limit;
 mod store_contract;

@@ -25,6 +25,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/events/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Look up an event
+         * @description The event with its notification state and the result of each push.
+         */
+        get: operations["getEvent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/identify": {
         parameters: {
             query?: never;
@@ -41,6 +61,45 @@ export interface paths {
          */
         post: operations["identify"];
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/devices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List devices */
+        get: operations["listDevices"];
+        put?: never;
+        /**
+         * Register a device
+         * @description Registering a token the project already has updates that device and
+         *     makes it active again.
+         */
+        post: operations["registerDevice"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/devices/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Remove a device */
+        delete: operations["deleteDevice"];
         options?: never;
         head?: never;
         patch?: never;
@@ -87,6 +146,83 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * DeletedDevice
+         * @description What a deletion removed.
+         */
+        DeletedDevice: {
+            /** Format: uuid */
+            id: string;
+            deleted: boolean;
+        };
+        /**
+         * DeliveryOut
+         * @description The push of an event to one device.
+         */
+        DeliveryOut: {
+            /** Format: uuid */
+            deviceId: string;
+            /** @description `sending`, `retrying`, `delivered` or `failed`. */
+            state: string;
+            /**
+             * Format: uint32
+             * @description Sends tried so far.
+             */
+            attempts: number;
+            /** @description Why the last try failed. */
+            error: string | null;
+            /** Format: date-time */
+            updatedAt: string;
+        };
+        /**
+         * DeviceIn
+         * @description A device to push alerts to. Unknown fields are rejected.
+         */
+        DeviceIn: {
+            /** @description The APNs device token, in hex. */
+            token: string;
+            environment: components["schemas"]["Environment"];
+            /** @description A label to recognise the device by. */
+            name?: string;
+            /**
+             * @description Only events of these channels are pushed to the device; absent means
+             *     every channel. At most 50, each 1 to 100 characters.
+             */
+            channels?: string[];
+        };
+        /**
+         * DeviceList
+         * @description Every device of the project.
+         */
+        DeviceList: {
+            devices: components["schemas"]["DeviceOut"][];
+        };
+        /**
+         * DeviceOut
+         * @description A registered device.
+         */
+        DeviceOut: {
+            /** Format: uuid */
+            id: string;
+            token: string;
+            environment: components["schemas"]["Environment"];
+            name: string | null;
+            /** @description The channels it gets alerts from, or null for every channel. */
+            channels: string[] | null;
+            /** @description False once APNs reported the token dead; re-registering revives it. */
+            active: boolean;
+            /** @description Why the device was deactivated. */
+            deactivatedReason: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+        };
+        /**
+         * @description Which APNs environment the token belongs to.
+         * @enum {string}
+         */
+        Environment: "production" | "sandbox";
         /**
          * EventIn
          * @description An event to record. Strings must not be empty; unknown fields are rejected.
@@ -146,6 +282,8 @@ export interface components {
              * @description When the event was recorded (RFC 3339, UTC).
              */
             createdAt: string;
+            /** @description Where the event's push notification stands. */
+            notification: components["schemas"]["NotificationOut"] & unknown;
         };
         /** HealthOut */
         HealthOut: {
@@ -194,6 +332,65 @@ export interface components {
              * @description When the user was last identified.
              */
             updatedAt: string;
+        };
+        /**
+         * NotificationOut
+         * @description An event's notification state and, when looked up, its deliveries.
+         */
+        NotificationOut: {
+            state: components["schemas"]["NotificationStateOut"];
+            /** @description One entry per device the push was sent to (only in `GET /v1/events/{id}`). */
+            deliveries?: components["schemas"]["DeliveryOut"][];
+        };
+        /**
+         * @description Where an event's push notification stands.
+         * @enum {string}
+         */
+        NotificationStateOut: "pending" | "queued" | "delivered" | "failed" | "skipped";
+        /**
+         * Success_DeletedDevice
+         * @description The body of every successful response.
+         */
+        Success_DeletedDevice: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["DeletedDevice"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
+         * Success_DeviceList
+         * @description The body of every successful response.
+         */
+        Success_DeviceList: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["DeviceList"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
+         * Success_DeviceOut
+         * @description The body of every successful response.
+         */
+        Success_DeviceOut: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["DeviceOut"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
         };
         /**
          * Success_EventOut
@@ -507,6 +704,109 @@ export interface operations {
             };
         };
     };
+    getEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The event's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event, its notification state and its deliveries. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_EventOut"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key. */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
     identify: {
         parameters: {
             query?: never;
@@ -631,6 +931,424 @@ export interface operations {
             };
             /** @description This Idempotency-Key was used with a different request. */
             422: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    listDevices: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The project's devices, oldest first. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_DeviceList"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key. */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    registerDevice: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the same key and body within 24 hours replays the original response. */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeviceIn"];
+            };
+        };
+        responses: {
+            /** @description The token was already registered; the device was updated (and reactivated). */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description `true` when this is a replay of the original response. */
+                    "X-Idempotent-Replay"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_DeviceOut"];
+                };
+            };
+            /** @description A new device was registered. */
+            201: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description `true` when this is a replay of the original response. */
+                    "X-Idempotent-Replay"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_DeviceOut"];
+                };
+            };
+            /** @description Invalid request: `details` lists every fault with its path. */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key. */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A request with this Idempotency-Key is still in progress. */
+            409: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is not JSON (`Content-Type: application/json`). */
+            415: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description This Idempotency-Key was used with a different request. */
+            422: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deleteDevice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The device's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The device was removed. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_DeletedDevice"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key. */
+            401: {
                 headers: {
                     /** @description Requests allowed per minute. */
                     "X-RateLimit-Limit": number;

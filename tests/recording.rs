@@ -1,0 +1,87 @@
+//! The one stand-in the tests use: a push provider that records every push
+//! instead of calling Apple, and answers from a script per device token.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use async_trait::async_trait;
+use notifier::push::{Push, PushOutcome, PushProvider};
+
+/// Records pushes; answers `Delivered` unless a script says otherwise.
+#[derive(Default)]
+pub struct RecordingProvider {
+    sent: Mutex<Vec<(Push, PushOutcome)>>,
+    scripts: Mutex<HashMap<String, VecDeque<PushOutcome>>>,
+}
+
+impl RecordingProvider {
+    /// The next answers for `token`, in order; after them, `Delivered`.
+    pub fn script(&self, token: &str, outcomes: Vec<PushOutcome>) {
+        self.scripts
+            .lock()
+            .expect("lock")
+            .insert(token.to_owned(), outcomes.into());
+    }
+
+    /// Every push tried so far, with the answer given.
+    pub fn sent(&self) -> Vec<(Push, PushOutcome)> {
+        self.sent.lock().expect("lock").clone()
+    }
+
+    /// Pushes that were delivered, by device token.
+    pub fn delivered_to(&self, token: &str) -> Vec<Push> {
+        self.sent()
+            .into_iter()
+            .filter(|(p, o)| p.device_token == token && matches!(o, PushOutcome::Delivered { .. }))
+            .map(|(p, _)| p)
+            .collect()
+    }
+
+    /// Waits until `done` holds for the recorded pushes, or panics after `limit`.
+    pub async fn wait_for(
+        &self,
+        limit: Duration,
+        what: &str,
+        done: impl Fn(&[(Push, PushOutcome)]) -> bool,
+    ) {
+        let deadline = Instant::now() + limit;
+        loop {
+            if done(&self.sent()) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; sent: {:?}",
+                self.sent()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[async_trait]
+impl PushProvider for RecordingProvider {
+    fn name(&self) -> &'static str {
+        "recording"
+    }
+
+    async fn send(&self, push: &Push) -> PushOutcome {
+        let scripted = self
+            .scripts
+            .lock()
+            .expect("lock")
+            .get_mut(&push.device_token)
+            .and_then(VecDeque::pop_front);
+        let outcome = scripted.unwrap_or(PushOutcome::Delivered {
+            apns_id: Some(uuid::Uuid::new_v4().to_string()),
+        });
+        self.sent
+            .lock()
+            .expect("lock")
+            .push((push.clone(), outcome.clone()));
+        outcome
+    }
+}
