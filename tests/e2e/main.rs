@@ -2,6 +2,7 @@
 //! SQLite file and a real MongoDB-compatible server.
 
 mod auth;
+mod devices;
 mod errors;
 mod events;
 mod idempotency;
