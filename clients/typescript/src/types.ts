@@ -6,13 +6,14 @@
 // when that file and the service differ), so a field the service adds or
 // changes reaches users without editing this file.
 //
-// The document cannot state two things the API guarantees, and the package
+// The document cannot state three things the API guarantees, and the package
 // typed them precisely before it was generated, so they are narrowed here:
 //   - free-form objects (`metadata`, `properties`) are `{ [key: string]: unknown }`
 //     in the document; a JSON body can only carry JSON values;
-//   - `success` is `boolean`; it is always `true` in a success envelope and
-//     `false` in an error one (the field's own description says so), which is
-//     what lets callers tell the two apart.
+//   - `success` is always `true` in a success envelope and `false` in an error
+//     one, which is what lets callers tell the two apart;
+//   - `deleted` (schema `DeletedDevice`) is `boolean` in the document; a
+//     successful deletion always answers `true` (an unknown id is a 404).
 // Each narrowing is constrained by the generated type, so if the service
 // changes such a field the build fails instead of hiding the change.
 //
@@ -21,24 +22,16 @@
 // spelling out the helper types below, and the names stay interfaces as they
 // were before generation (declaration merging keeps working).
 //
-// Routes the service does not serve yet have hand-written types in
-// pending-types.ts, re-exported below.
+// Where a schema refers to another one (`EventOut.notification`,
+// `DeviceList.devices`…), the field is redeclared with the public name, so
+// editors show `Device[]` rather than the generated `DeviceOut[]`; an
+// interface may only redeclare a field with a type assignable to the
+// inherited one, so this cannot drift from the schema either.
 
 import type { components } from "./generated/openapi.js";
 import type { JsonObject } from "./json.js";
-import type { Notification } from "./pending-types.js";
 
 export type { JsonObject, JsonValue } from "./json.js";
-export type {
-  Device,
-  DeviceDeleted,
-  DeviceEnvironment,
-  DeviceList,
-  DeviceRegisterParams,
-  Notification,
-  NotificationDelivery,
-  NotificationState,
-} from "./pending-types.js";
 
 type Schemas = components["schemas"];
 
@@ -66,13 +59,59 @@ type WithLiteral<S, K extends keyof S, V extends S[K]> = {
 export interface EventCreateParams extends WithJsonObjects<Schemas["EventIn"], "metadata"> {}
 
 /**
- * An event as stored by the service (schema `EventOut`). `notification` is
- * hand-written: the service does not report notification state yet.
+ * An event as stored by the service (schema `EventOut`), with where its push
+ * notification stands.
  */
 export interface TocsinEvent extends WithJsonObjects<Schemas["EventOut"], "metadata"> {
-  /** Present once the service reports notification state (pending server route). */
-  notification?: Notification;
+  /** Where the event's push notification stands; `deliveries` only from `events.get`. */
+  notification: Notification;
 }
+
+/** Where an event's push notification stands (schema `NotificationStateOut`). */
+export type NotificationState = Schemas["NotificationStateOut"];
+
+type DeliveryOutSchema = Schemas["DeliveryOut"];
+
+/** The push of an event to one device (schema `DeliveryOut`). */
+export interface NotificationDelivery extends DeliveryOutSchema {}
+
+type NotificationOutSchema = Schemas["NotificationOut"];
+
+/** An event's notification state and, when looked up, its deliveries (schema `NotificationOut`). */
+export interface Notification extends NotificationOutSchema {
+  state: NotificationState;
+  /** One entry per device the push was sent to; only in `GET /v1/events/{id}`, absent after `create`. */
+  deliveries?: NotificationDelivery[];
+}
+
+// ----------------------------------------------------------------- devices
+
+/** Which APNs environment a device token belongs to (schema `Environment`). */
+export type DeviceEnvironment = Schemas["Environment"];
+
+type DeviceInSchema = Schemas["DeviceIn"];
+
+/** Body of `POST /v1/devices` (schema `DeviceIn`). */
+export interface DeviceRegisterParams extends DeviceInSchema {
+  environment: DeviceEnvironment;
+}
+
+type DeviceOutSchema = Schemas["DeviceOut"];
+
+/** A device registered to receive push notifications (schema `DeviceOut`). */
+export interface Device extends DeviceOutSchema {
+  environment: DeviceEnvironment;
+}
+
+type DeviceListSchema = Schemas["DeviceList"];
+
+/** `data` of `GET /v1/devices` (schema `DeviceList`). */
+export interface DeviceList extends DeviceListSchema {
+  devices: Device[];
+}
+
+/** `data` of `DELETE /v1/devices/{id}` (schema `DeletedDevice`); `deleted` is always `true`. */
+export interface DeviceDeleted extends WithLiteral<Schemas["DeletedDevice"], "deleted", true> {}
 
 // ---------------------------------------------------------------- identify
 
@@ -91,7 +130,12 @@ type FieldErrorSchema = Schemas["FieldError"];
 export interface ValidationErrorDetail extends FieldErrorSchema {}
 
 /** The success envelopes of the routes this client calls, one schema per resource. */
-type SuccessSchemas = Schemas["Success_EventOut"] | Schemas["Success_IdentityOut"];
+type SuccessSchemas =
+  | Schemas["Success_EventOut"]
+  | Schemas["Success_IdentityOut"]
+  | Schemas["Success_DeviceOut"]
+  | Schemas["Success_DeviceList"]
+  | Schemas["Success_DeletedDevice"];
 
 /**
  * Body of every successful response: the fields the `Success_*` schemas

@@ -149,6 +149,24 @@ fn classify(e: mongodb::error::Error) -> StoreError {
     }
 }
 
+/// Every document matching `filter`, sorted, at most `limit` of them.
+async fn find_all(
+    collection: &Collection<Document>,
+    filter: Document,
+    sort: Document,
+    limit: Option<i64>,
+) -> StoreResult<Vec<Document>> {
+    let mut find = collection.find(filter).sort(sort);
+    if let Some(limit) = limit {
+        find = find.limit(limit);
+    }
+    find.await
+        .map_err(classify)?
+        .try_collect()
+        .await
+        .map_err(classify)
+}
+
 fn is_duplicate_key(e: &mongodb::error::Error) -> bool {
     match e.kind.as_ref() {
         ErrorKind::Write(WriteFailure::WriteError(w)) => w.code == DUPLICATE_KEY,
@@ -405,15 +423,13 @@ impl Store for MongoStore {
     }
 
     async fn list_api_keys(&self) -> StoreResult<Vec<ApiKey>> {
-        let docs: Vec<Document> = self
-            .keys()
-            .find(doc! {})
-            .sort(doc! { "createdAt": 1, "_id": 1 })
-            .await
-            .map_err(classify)?
-            .try_collect()
-            .await
-            .map_err(classify)?;
+        let docs = find_all(
+            &self.keys(),
+            doc! {},
+            doc! { "createdAt": 1, "_id": 1 },
+            None,
+        )
+        .await?;
         docs.iter().map(key_from_doc).collect()
     }
 
@@ -473,15 +489,13 @@ impl Store for MongoStore {
     }
 
     async fn list_channels(&self, scope: &Scope) -> StoreResult<Vec<String>> {
-        let docs: Vec<Document> = self
-            .channels()
-            .find(scope_filter(scope))
-            .sort(doc! { "createdAt": 1, "name": 1 })
-            .await
-            .map_err(classify)?
-            .try_collect()
-            .await
-            .map_err(classify)?;
+        let docs = find_all(
+            &self.channels(),
+            scope_filter(scope),
+            doc! { "createdAt": 1, "name": 1 },
+            None,
+        )
+        .await?;
         Ok(docs.iter().filter_map(|d| opt_str(d, "name")).collect())
     }
 
@@ -772,15 +786,13 @@ impl Store for MongoStore {
     }
 
     async fn list_devices(&self, scope: &Scope) -> StoreResult<Vec<Device>> {
-        let docs: Vec<Document> = self
-            .devices()
-            .find(scope_filter(scope))
-            .sort(doc! { "createdAt": 1, "_id": 1 })
-            .await
-            .map_err(classify)?
-            .try_collect()
-            .await
-            .map_err(classify)?;
+        let docs = find_all(
+            &self.devices(),
+            scope_filter(scope),
+            doc! { "createdAt": 1, "_id": 1 },
+            None,
+        )
+        .await?;
         docs.iter().map(device_from_doc).collect()
     }
 
@@ -908,15 +920,7 @@ impl Store for MongoStore {
     async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>> {
         let mut filter = scope_filter(scope);
         filter.insert("eventId", event_id.to_string());
-        let docs: Vec<Document> = self
-            .deliveries()
-            .find(filter)
-            .sort(doc! { "deviceId": 1 })
-            .await
-            .map_err(classify)?
-            .try_collect()
-            .await
-            .map_err(classify)?;
+        let docs = find_all(&self.deliveries(), filter, doc! { "deviceId": 1 }, None).await?;
         docs.iter().map(delivery_from_doc).collect()
     }
 }

@@ -11,6 +11,7 @@ import { after, before, describe, test } from "node:test";
 import { countingFetch, installPackedClient, startIngest } from "./helpers.mjs";
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const NOTIFICATION_STATES = ["pending", "queued", "delivered", "failed", "skipped"];
 
 let ingest;
 let client;
@@ -199,6 +200,49 @@ describe("packed client against ingest", () => {
     assert.match(res.requestId, UUID_RE);
   });
 
+  test("events.create reports the notification state without deliveries", async () => {
+    const tocsin = new client.esm.Tocsin(apiKey, { baseUrl: ingest.baseUrl });
+    const res = await tocsin.events.create(event(" notification"));
+    assert.ok(NOTIFICATION_STATES.includes(res.data.notification.state), `state ${res.data.notification.state}`);
+    assert.equal(res.data.notification.deliveries, undefined);
+  });
+
+  test("events.get returns a created event with its notification state and deliveries", async () => {
+    const tocsin = new client.esm.Tocsin(apiKey, { baseUrl: ingest.baseUrl });
+    const created = await tocsin.events.create(event(" lookup"));
+    const res = await tocsin.events.get(created.data.id);
+
+    assert.equal(res.statusCode, 200);
+    assert.match(res.requestId, UUID_RE);
+    const { notification, ...fields } = res.data;
+    const { notification: _createdNotification, ...createdFields } = created.data;
+    assert.deepEqual(fields, createdFields);
+    assert.ok(NOTIFICATION_STATES.includes(notification.state), `state ${notification.state}`);
+    assert.ok(Array.isArray(notification.deliveries), `deliveries: ${JSON.stringify(notification.deliveries)}`);
+    for (const delivery of notification.deliveries) {
+      assert.match(delivery.deviceId, UUID_RE);
+      assert.equal(typeof delivery.state, "string");
+      assert.equal(typeof delivery.attempts, "number");
+      assert.ok(delivery.error === null || typeof delivery.error === "string");
+      assert.ok(!Number.isNaN(Date.parse(delivery.updatedAt)));
+    }
+  });
+
+  test("events.get of an unknown id is a 404 ApiError and is not retried", async () => {
+    const { Tocsin, ApiError, ValidationError } = client.esm;
+    const counter = countingFetch();
+    const tocsin = new Tocsin(apiKey, { baseUrl: ingest.baseUrl, fetch: counter.fetch });
+    await assert.rejects(tocsin.events.get("01890000-0000-7000-8000-000000000000"), (error) => {
+      assert.ok(error instanceof ApiError);
+      assert.equal(error instanceof ValidationError, false);
+      assert.equal(error.statusCode, 404);
+      assert.ok(error.message.length > 0);
+      assert.match(error.requestId, UUID_RE);
+      return true;
+    });
+    assert.equal(counter.calls, 1, "a 404 is not retried");
+  });
+
   test("the CommonJS build works the same, errors included", async () => {
     const { Tocsin, ValidationError, TocsinError } = client.cjs;
     const tocsin = new Tocsin(apiKey, { baseUrl: ingest.baseUrl });
@@ -216,5 +260,76 @@ describe("packed client against ingest", () => {
     const { Tocsin, ConnectionError } = client.esm;
     const tocsin = new Tocsin(apiKey, { baseUrl: "http://127.0.0.1:9", maxRetries: 0 });
     await assert.rejects(tocsin.events.create(event(" offline")), ConnectionError);
+  });
+});
+
+// Steps of one device's life, in order (node:test runs a file's tests one after another).
+describe("devices against ingest", () => {
+  const token = `${Date.now().toString(16)}${"ab".repeat(32)}`.slice(0, 64);
+  let tocsin;
+  let registered;
+
+  before(() => {
+    tocsin = new client.esm.Tocsin(apiKey, { baseUrl: ingest.baseUrl });
+  });
+
+  test("register makes a new device: 201", async () => {
+    const res = await tocsin.devices.register({ token, environment: "sandbox", name: "IT iPhone", channels: ["it-payments"] });
+    assert.equal(res.statusCode, 201);
+    assert.match(res.requestId, UUID_RE);
+    registered = res.data;
+    assert.match(registered.id, UUID_RE);
+    assert.equal(registered.token, token);
+    assert.equal(registered.environment, "sandbox");
+    assert.equal(registered.name, "IT iPhone");
+    assert.deepEqual(registered.channels, ["it-payments"]);
+    assert.equal(registered.active, true);
+    assert.equal(registered.deactivatedReason, null);
+    assert.ok(!Number.isNaN(Date.parse(registered.createdAt)), `createdAt ${registered.createdAt}`);
+    assert.ok(!Number.isNaN(Date.parse(registered.updatedAt)), `updatedAt ${registered.updatedAt}`);
+  });
+
+  test("registering the same token again updates that device: 200, same id", async () => {
+    const res = await tocsin.devices.register({ token, environment: "sandbox", name: "IT iPhone renamed" });
+    assert.equal(res.statusCode, 200);
+    assert.equal(res.data.id, registered.id);
+    assert.equal(res.data.token, token);
+    assert.equal(res.data.name, "IT iPhone renamed");
+    assert.equal(res.data.channels, null, "channels left out means every channel");
+    assert.equal(res.data.active, true);
+    assert.equal(res.data.createdAt, registered.createdAt);
+  });
+
+  test("list returns the device once", async () => {
+    const res = await tocsin.devices.list();
+    assert.equal(res.statusCode, 200);
+    assert.ok(Array.isArray(res.data.devices));
+    const mine = res.data.devices.filter((device) => device.token === token);
+    assert.equal(mine.length, 1, `devices: ${JSON.stringify(res.data.devices)}`);
+    assert.equal(mine[0].id, registered.id);
+    assert.equal(mine[0].name, "IT iPhone renamed");
+    assert.equal(mine[0].deactivatedReason, null);
+  });
+
+  test("delete removes the device: deleted true, gone from the list", async () => {
+    const res = await tocsin.devices.delete(registered.id);
+    assert.equal(res.statusCode, 200);
+    assert.deepEqual(res.data, { id: registered.id, deleted: true });
+    const list = await tocsin.devices.list();
+    assert.equal(list.data.devices.some((device) => device.id === registered.id), false);
+  });
+
+  test("deleting it again is a 404 ApiError and is not retried", async () => {
+    const { Tocsin, ApiError } = client.esm;
+    const counter = countingFetch();
+    const counted = new Tocsin(apiKey, { baseUrl: ingest.baseUrl, fetch: counter.fetch });
+    await assert.rejects(counted.devices.delete(registered.id), (error) => {
+      assert.ok(error instanceof ApiError);
+      assert.equal(error.statusCode, 404);
+      assert.ok(error.message.length > 0);
+      assert.match(error.requestId, UUID_RE);
+      return true;
+    });
+    assert.equal(counter.calls, 1);
   });
 });

@@ -5,12 +5,20 @@
 // the committed generated file.
 
 import type {
+  Device,
+  DeviceDeleted,
+  DeviceEnvironment,
+  DeviceList,
+  DeviceRegisterParams,
   ErrorEnvelope,
   EventCreateParams,
   IdentifyParams,
   Identity,
   JsonObject,
   JsonValue,
+  Notification,
+  NotificationDelivery,
+  NotificationState,
   SuccessEnvelope,
   TocsinEvent,
   ValidationErrorDetail,
@@ -23,13 +31,32 @@ type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B 
 type Extends<A, B> = [A] extends [B] ? true : false;
 type Assert<T extends true> = T;
 
-// Same fields as the schema (plus the pending `notification`), and every value
-// of a public type is a value of its schema: narrowed, never widened.
+// Same fields as the schema, and every value of a public type is a value of its
+// schema: narrowed, never widened.
 export type Checks = [
   Assert<Equal<keyof EventCreateParams, keyof Schemas["EventIn"]>>,
   Assert<Extends<EventCreateParams, Schemas["EventIn"]>>,
-  Assert<Equal<keyof TocsinEvent, keyof Schemas["EventOut"] | "notification">>,
+  Assert<Equal<keyof TocsinEvent, keyof Schemas["EventOut"]>>,
   Assert<Extends<TocsinEvent, Schemas["EventOut"]>>,
+  Assert<Equal<keyof Notification, keyof Schemas["NotificationOut"]>>,
+  Assert<Extends<Notification, Schemas["NotificationOut"]>>,
+  Assert<Extends<Schemas["NotificationOut"], Notification>>,
+  Assert<Equal<NotificationState, Schemas["NotificationStateOut"]>>,
+  Assert<Equal<keyof NotificationDelivery, keyof Schemas["DeliveryOut"]>>,
+  Assert<Extends<NotificationDelivery, Schemas["DeliveryOut"]>>,
+  Assert<Extends<Schemas["DeliveryOut"], NotificationDelivery>>,
+  Assert<Equal<DeviceEnvironment, Schemas["Environment"]>>,
+  Assert<Equal<keyof DeviceRegisterParams, keyof Schemas["DeviceIn"]>>,
+  Assert<Extends<DeviceRegisterParams, Schemas["DeviceIn"]>>,
+  Assert<Extends<Schemas["DeviceIn"], DeviceRegisterParams>>,
+  Assert<Equal<keyof Device, keyof Schemas["DeviceOut"]>>,
+  Assert<Extends<Device, Schemas["DeviceOut"]>>,
+  Assert<Extends<Schemas["DeviceOut"], Device>>,
+  Assert<Equal<keyof DeviceList, keyof Schemas["DeviceList"]>>,
+  Assert<Extends<DeviceList, Schemas["DeviceList"]>>,
+  Assert<Extends<Schemas["DeviceList"], DeviceList>>,
+  Assert<Equal<keyof DeviceDeleted, keyof Schemas["DeletedDevice"]>>,
+  Assert<Extends<DeviceDeleted, Schemas["DeletedDevice"]>>,
   Assert<Equal<keyof IdentifyParams, keyof Schemas["IdentifyIn"]>>,
   Assert<Extends<IdentifyParams, Schemas["IdentifyIn"]>>,
   Assert<Equal<keyof Identity, keyof Schemas["IdentityOut"]>>,
@@ -42,15 +69,24 @@ export type Checks = [
   Assert<Equal<keyof SuccessEnvelope<TocsinEvent>, keyof Schemas["Success_EventOut"]>>,
   Assert<Extends<SuccessEnvelope<TocsinEvent>, Schemas["Success_EventOut"]>>,
   Assert<Extends<SuccessEnvelope<Identity>, Schemas["Success_IdentityOut"]>>,
+  Assert<Extends<SuccessEnvelope<Device>, Schemas["Success_DeviceOut"]>>,
+  Assert<Extends<SuccessEnvelope<DeviceList>, Schemas["Success_DeviceList"]>>,
+  Assert<Extends<SuccessEnvelope<DeviceDeleted>, Schemas["Success_DeletedDevice"]>>,
   // The narrowings themselves.
   Assert<Equal<EventCreateParams["metadata"], JsonObject | undefined>>,
   Assert<Equal<TocsinEvent["metadata"], JsonObject>>,
   Assert<Equal<Identity["properties"], JsonObject>>,
   Assert<Equal<SuccessEnvelope<unknown>["success"], true>>,
   Assert<Equal<ErrorEnvelope["success"], false>>,
+  Assert<Equal<DeviceDeleted["deleted"], true>>,
   // Optional and nullable fields keep their modifiers.
   Assert<Equal<EventCreateParams["userId"], string | null | undefined>>,
   Assert<Equal<TocsinEvent["description"], string | null>>,
+  Assert<Equal<TocsinEvent["notification"]["deliveries"], NotificationDelivery[] | undefined>>,
+  Assert<Equal<Device["deactivatedReason"], string | null>>,
+  Assert<Equal<Device["channels"], string[] | null>>,
+  Assert<Equal<DeviceRegisterParams["name"], string | undefined>>,
+  Assert<Equal<NotificationDelivery["error"], string | null>>,
 ];
 
 export function narrowing(body: SuccessEnvelope<TocsinEvent> | ErrorEnvelope, event: TocsinEvent): void {

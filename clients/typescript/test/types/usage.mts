@@ -39,7 +39,7 @@ export async function usage(): Promise<void> {
   const requestId: string = res.requestId;
   const replayed: boolean = res.wasReplayed;
   const description: string | null = res.data.description;
-  const state: "pending" | "queued" | "delivered" | "failed" | "skipped" | undefined = res.data.notification?.state;
+  const state: "pending" | "queued" | "delivered" | "failed" | "skipped" = res.data.notification.state;
   const rateLimit: RateLimit | null = res.rateLimit;
   if (rateLimit) {
     const numbers: number[] = [rateLimit.limit, rateLimit.remaining, rateLimit.reset, rateLimit.resetIn];
@@ -50,9 +50,16 @@ export async function usage(): Promise<void> {
   const identity = await tocsin.identify({ user_id: "u1", properties: { plan: "pro" }, aliases: ["a@b.c"] });
   const aliases: string[] = identity.data.aliases;
 
-  await tocsin.events.get(id, { timeout: 1_000 });
+  const looked = await tocsin.events.get(id, { timeout: 1_000 });
+  for (const delivery of looked.data.notification.deliveries ?? []) {
+    const fields: [string, string, number, string | null, string] = [
+      delivery.deviceId, delivery.state, delivery.attempts, delivery.error, delivery.updatedAt,
+    ];
+    void fields;
+  }
   const device = await tocsin.devices.register({ token: "ab12", environment: "sandbox", name: "phone", channels: ["payments"] });
   const active: boolean = device.data.active;
+  const reason: string | null = device.data.deactivatedReason;
   const list = await tocsin.devices.list();
   const tokens: string[] = list.data.devices.map((d) => d.token);
   const deleted: true = (await tocsin.devices.delete(device.data.id)).data.deleted;
@@ -66,7 +73,7 @@ export async function usage(): Promise<void> {
   // @ts-expect-error GET calls take no idempotency key
   await tocsin.events.get(id, { idempotencyKey: "k" });
 
-  void [requestId, replayed, description, state, last, aliases, active, tokens, deleted];
+  void [requestId, replayed, description, state, last, aliases, active, reason, tokens, deleted];
 }
 
 export function handle(error: unknown): string {

@@ -83,6 +83,7 @@ export const EVENT = Object.freeze({
   notify: true,
   source: null,
   createdAt: "2025-01-01T00:00:00Z",
+  notification: Object.freeze({ state: "queued" }),
 });
 
 /** Resolves after `ms` real milliseconds (only for the timeout tests). */

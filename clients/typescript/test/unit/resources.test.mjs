@@ -13,6 +13,7 @@ const DEVICE = {
   name: "Ops iPhone",
   channels: ["payments"],
   active: true,
+  deactivatedReason: null,
   createdAt: "2025-01-01T00:00:00Z",
   updatedAt: "2025-01-01T00:00:00Z",
 };
@@ -44,10 +45,22 @@ describe("events", () => {
     assert.equal(res.data.icon, "💸");
   });
 
-  test("create returns the notification state when the server sends it", async () => {
-    const notification = { state: "queued", deliveries: [] };
-    const { tocsin } = client(ok({ ...EVENT, notification }));
-    const res = await tocsin.events.create({ channelName: "c", title: "t" });
+  test("create returns the notification state without deliveries", async () => {
+    const { tocsin } = client(ok({ ...EVENT, notification: { state: "skipped" } }));
+    const res = await tocsin.events.create({ channelName: "c", title: "t", notify: false });
+    assert.deepEqual(res.data.notification, { state: "skipped" });
+  });
+
+  test("get returns the notification state with every delivery", async () => {
+    const notification = {
+      state: "failed",
+      deliveries: [
+        { deviceId: "dev_1", state: "delivered", attempts: 1, error: null, updatedAt: "2025-01-01T00:00:01Z" },
+        { deviceId: "dev_2", state: "failed", attempts: 3, error: "BadDeviceToken", updatedAt: "2025-01-01T00:00:05Z" },
+      ],
+    };
+    const { tocsin } = client(ok({ ...EVENT, notification }, { status: 200 }));
+    const res = await tocsin.events.get("evt_1");
     assert.deepEqual(res.data.notification, notification);
   });
 
