@@ -269,7 +269,136 @@ async fn the_store_reopens_with_its_data(kind: StoreKind) {
     reopened.ping().await.expect("ping");
 }
 
+async fn deliveries_are_claimed_once_and_abandoned_claims_are_taken_over(kind: StoreKind) {
+    use common::store::{Delivery, DeliveryClaim, DeliveryState};
+    let (store, _t) = open(kind).await;
+    let s = scope();
+    let (event, device) = (Uuid::now_v7(), Uuid::now_v7());
+    let now = common::time::now();
+    let stale = Duration::from_secs(60);
+    let claim = |at| {
+        let store = Arc::clone(&store);
+        let s = s.clone();
+        async move {
+            store
+                .claim_delivery(&s, event, device, at, stale)
+                .await
+                .expect("claimed")
+        }
+    };
+    assert_eq!(claim(now).await, DeliveryClaim::Acquired { attempt: 1 });
+    assert_eq!(
+        claim(now).await,
+        DeliveryClaim::Busy,
+        "someone is sending it"
+    );
+    // The sender died: a minute later its claim is taken over.
+    let later = now + Age::seconds(61);
+    assert_eq!(claim(later).await, DeliveryClaim::Acquired { attempt: 2 });
+    let mut record = Delivery {
+        event_id: event,
+        device_id: device,
+        state: DeliveryState::Retrying,
+        attempts: 2,
+        error: Some("503".into()),
+        apns_id: None,
+        updated_at: later,
+    };
+    store.finish_delivery(&s, &record).await.expect("finished");
+    assert_eq!(
+        claim(later).await,
+        DeliveryClaim::Acquired { attempt: 3 },
+        "a retry claims at once"
+    );
+    record.state = DeliveryState::Delivered;
+    record.attempts = 3;
+    record.error = None;
+    store.finish_delivery(&s, &record).await.expect("finished");
+    assert_eq!(
+        claim(later + Age::hours(1)).await,
+        DeliveryClaim::Settled(DeliveryState::Delivered)
+    );
+    assert_eq!(
+        store.list_deliveries(&s, event).await.expect("listed"),
+        vec![record]
+    );
+    assert!(
+        store
+            .list_deliveries(&scope(), event)
+            .await
+            .expect("listed")
+            .is_empty(),
+        "scoped"
+    );
+}
+
+async fn notification_states_move_only_from_the_expected_ones(kind: StoreKind) {
+    use common::store::{Event, NotificationState as N};
+    let (store, _t) = open(kind).await;
+    let s = scope();
+    let event = Event {
+        id: Uuid::now_v7(),
+        scope: s.clone(),
+        channel_name: "c".into(),
+        title: "t".into(),
+        description: None,
+        icon: None,
+        tags: vec![],
+        metadata: Map::new(),
+        user_id: None,
+        notify: true,
+        source: None,
+        created_at: common::time::now() - Age::seconds(10),
+        notification: N::Pending,
+        request_id: Some("req".into()),
+    };
+    store.insert_event(&event).await.expect("inserted");
+    let pending = store
+        .events_in_notification_state(&[N::Pending], common::time::now(), 10)
+        .await
+        .expect("listed");
+    assert!(
+        pending
+            .iter()
+            .any(|e| e.id == event.id && e.request_id.as_deref() == Some("req"))
+    );
+    assert!(
+        store
+            .set_notification_state(&s, event.id, &[N::Pending], N::Queued)
+            .await
+            .expect("moved")
+    );
+    assert!(
+        store
+            .set_notification_state(&s, event.id, &[N::Pending, N::Queued], N::Delivered)
+            .await
+            .expect("moved")
+    );
+    assert!(
+        !store
+            .set_notification_state(&s, event.id, &[N::Pending], N::Queued)
+            .await
+            .expect("answered"),
+        "a late queued never overwrites delivered"
+    );
+    assert!(
+        !store
+            .set_notification_state(&scope(), event.id, &[N::Delivered], N::Failed)
+            .await
+            .expect("answered"),
+        "scoped"
+    );
+    let stored = store
+        .get_event(&s, event.id)
+        .await
+        .expect("read")
+        .expect("there");
+    assert_eq!(stored.notification, N::Delivered);
+}
+
 for_each_store!(
+    deliveries_are_claimed_once_and_abandoned_claims_are_taken_over,
+    notification_states_move_only_from_the_expected_ones,
     api_keys_are_found_by_hash_listed_and_revoked,
     identities_merge_properties_and_union_aliases,
     idempotency_claims_replay_and_mismatch,
