@@ -4,7 +4,6 @@
 use std::{
     collections::{HashMap, VecDeque},
     sync::Mutex,
-    time::{Duration, Instant},
 };
 
 use async_trait::async_trait;
@@ -38,27 +37,6 @@ impl RecordingProvider {
             .filter(|(p, o)| p.device_token == token && matches!(o, PushOutcome::Delivered { .. }))
             .map(|(p, _)| p)
             .collect()
-    }
-
-    /// Waits until `done` holds for the recorded pushes, or panics after `limit`.
-    pub async fn wait_for(
-        &self,
-        limit: Duration,
-        what: &str,
-        done: impl Fn(&[(Push, PushOutcome)]) -> bool,
-    ) {
-        let deadline = Instant::now() + limit;
-        loop {
-            if done(&self.sent()) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; sent: {:?}",
-                self.sent()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
     }
 }
 

@@ -197,6 +197,17 @@ impl DeliveryState {
     pub fn is_final(self) -> bool {
         matches!(self, Self::Delivered | Self::Failed)
     }
+
+    /// Whether a worker may claim a delivery in this state, claimed at
+    /// `claimed`: a scheduled retry always, a send only once its claim is
+    /// older than `stale_before` (its worker died). Shared by every backend.
+    pub fn claimable<T: PartialOrd>(self, claimed: T, stale_before: T) -> bool {
+        match self {
+            Self::Retrying => true,
+            Self::Sending => claimed < stale_before,
+            Self::Delivered | Self::Failed => false,
+        }
+    }
 }
 
 /// The push of one event to one device, recorded under the unique

@@ -859,12 +859,7 @@ impl Store for MongoStore {
                 .get_datetime("claimedAt")
                 .map_err(|e| corrupt("delivery", e))?
                 .to_chrono();
-            let takeover = match current.state {
-                DeliveryState::Retrying => true,
-                DeliveryState::Sending => claimed < stale_before,
-                _ => false,
-            };
-            if !takeover {
+            if !current.state.claimable(claimed, stale_before) {
                 return Ok(if current.state.is_final() {
                     DeliveryClaim::Settled(current.state)
                 } else {

@@ -793,12 +793,7 @@ impl Store for SqliteStore {
                 }
                 Some((state, attempts, claimed)) => {
                     let state = parse_enum(&state, DeliveryState::parse)?;
-                    let takeover = match state {
-                        DeliveryState::Retrying => true,
-                        DeliveryState::Sending => claimed < stale_before,
-                        _ => false,
-                    };
-                    if takeover {
+                    if state.claimable(claimed, stale_before) {
                         tx.execute(
                             "UPDATE deliveries SET state = 'sending', attempts = ?3, claimed_at_ms = ?4, updated_at = ?5 \
                              WHERE event_id = ?1 AND device_id = ?2",
