@@ -7,6 +7,8 @@
 //! per test binary, installed by `scripts/install-test-tools`. Every test
 //! gets its own database name, so nothing is ever dropped or shared.
 
+pub mod openmetrics;
+pub mod pipeline;
 pub mod proxy;
 pub mod recording;
 
@@ -277,6 +279,21 @@ impl TestApp {
         self.post("/v1/events", key, body).await
     }
 
+    /// GETs `path`, with a key when given.
+    pub async fn get(&self, path: &str, key: Option<&str>) -> reqwest::Response {
+        let request = self.client.get(self.url(path));
+        let request = match key {
+            Some(key) => request.bearer_auth(key),
+            None => request,
+        };
+        request.send().await.expect("request sent")
+    }
+
+    /// This ingest's `/metrics`.
+    pub async fn scrape(&self) -> openmetrics::Scrape {
+        scrape(&self.client, &self.url("/metrics")).await
+    }
+
     /// Stops the server and waits for it to finish.
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
@@ -307,9 +324,27 @@ pub fn amqp_url() -> String {
         .unwrap_or_else(|| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
 }
 
+/// Fetches a `/metrics` page, checking it is served as OpenMetrics text.
+pub async fn scrape(client: &reqwest::Client, url: &str) -> openmetrics::Scrape {
+    let response = client.get(url).send().await.expect("scrape sent");
+    assert_eq!(response.status(), 200, "GET {url}");
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        content_type.starts_with("application/openmetrics-text"),
+        "{content_type}"
+    );
+    openmetrics::Scrape::parse(&response.text().await.expect("scrape body"))
+}
+
 /// Notifier settings for tests: short retry delays, no environment.
 pub fn test_notifier_config() -> notifier::Config {
     let mut config = notifier::Config::defaults();
+    config.listen = "127.0.0.1:0".into();
     config.retry_base_ms = 200;
     config.retry_max_ms = 800;
     config.max_retries = 3;

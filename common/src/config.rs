@@ -56,6 +56,30 @@ pub struct Sources<'a> {
     pub unprefixed: &'a [&'a str],
 }
 
+impl Sources<'_> {
+    /// The environment variable that sets `key`.
+    pub fn variable(&self, key: &str) -> String {
+        let var = key.to_uppercase();
+        if self.unprefixed.contains(&var.as_str()) {
+            var
+        } else {
+            format!("{}{var}", self.env_prefix)
+        }
+    }
+
+    /// Every environment variable read for `T`'s settings, plus the one
+    /// naming the operator's file: what a deployment may set.
+    pub fn variables<T: Deserialize<'static>>(&self) -> Vec<String> {
+        let mut vars = vec![format!("{}CONFIG", self.env_prefix)];
+        vars.extend(
+            serde_aux::serde_introspection::serde_introspect::<T>()
+                .iter()
+                .map(|field| self.variable(field)),
+        );
+        vars
+    }
+}
+
 /// Reads settings from `sources`, later sources overriding earlier ones.
 pub fn load<T: DeserializeOwned>(sources: &Sources<'_>) -> Result<T, ConfigError> {
     let mut figment = Figment::from(Toml::string(sources.defaults));
@@ -88,12 +112,7 @@ fn describe(error: figment::Error, sources: &Sources<'_>) -> ConfigError {
         if key.is_empty() {
             return e.kind.to_string();
         }
-        let var = key.to_uppercase();
-        let var = if sources.unprefixed.iter().any(|u| *u == var) {
-            var
-        } else {
-            format!("{}{var}", sources.env_prefix)
-        };
+        let var = sources.variable(&key);
         format!("setting `{key}` ({var}): {}", e.kind)
     });
     ConfigError(messages.collect::<Vec<_>>().join("; "))
@@ -142,6 +161,20 @@ mod tests {
             assert_eq!((demo.port, demo.name.as_str()), (1, "from-env"));
             Ok(())
         });
+    }
+
+    #[test]
+    fn variables_follow_the_prefix_and_the_unprefixed_names() {
+        let sources = Sources {
+            defaults: "",
+            file: None,
+            env_prefix: "DEMO_",
+            unprefixed: &["NAME"],
+        };
+        assert_eq!(
+            sources.variables::<Demo>(),
+            ["DEMO_CONFIG", "DEMO_PORT", "NAME"]
+        );
     }
 
     #[test]

@@ -5,6 +5,8 @@
 pub mod config;
 pub mod jobs;
 pub mod keys;
+pub mod metrics;
+pub mod probe;
 pub mod queue;
 pub mod store;
 pub mod telemetry;

@@ -1,10 +1,17 @@
 //! Logging set-up shared by both services: JSON lines in production,
 //! readable lines in a terminal.
+//!
+//! In JSON, every field of every enclosing span is lifted to the top level
+//! of the line (json-subscriber), so a request's `requestId`, set once on
+//! the request's span in ingest and on the job's span in the notifier, is a
+//! plain top-level field of every line the request causes: filter by it to
+//! follow one event from the API call through its job to each push.
 
 use std::io::IsTerminal as _;
 
 use serde::Deserialize;
-use tracing_subscriber::{EnvFilter, fmt, prelude::*};
+use tracing::Subscriber;
+use tracing_subscriber::{EnvFilter, Layer, fmt, prelude::*, registry::LookupSpan};
 
 /// How log lines are written.
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
@@ -28,20 +35,25 @@ pub fn init(format: LogFormat) {
     };
     let registry = tracing_subscriber::registry().with(filter);
     let result = if json {
-        registry
-            .with(
-                fmt::layer()
-                    .json()
-                    .flatten_event(true)
-                    .with_current_span(true)
-                    .with_span_list(false)
-                    .with_writer(std::io::stderr),
-            )
-            .try_init()
+        registry.with(json_layer(std::io::stderr)).try_init()
     } else {
         registry
             .with(fmt::layer().with_writer(std::io::stderr))
             .try_init()
     };
     drop(result);
+}
+
+/// The JSON lines layer, writing to `writer` (tests capture it).
+pub fn json_layer<S, W>(writer: W) -> impl Layer<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    W: for<'w> fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    json_subscriber::layer()
+        .with_writer(writer)
+        .flatten_event(true)
+        .with_current_span(false)
+        .with_span_list(false)
+        .flatten_span_list_on_top_level(true)
 }

@@ -31,6 +31,9 @@ enum Command {
     /// Create, list and revoke API keys.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Ask the running service's /readyz; exit 0 when it is ready (for
+    /// container health checks: the image has no curl).
+    Healthcheck,
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,6 +92,9 @@ pub async fn main() -> ExitCode {
     let result = match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(config).await,
         Command::Keys(command) => keys(config, command).await,
+        Command::Healthcheck => config.listen_addr().map_err(Into::into).and_then(|addr| {
+            common::probe::check(addr, "/readyz", std::time::Duration::from_secs(5))
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -35,17 +35,29 @@ pub struct Config {
     pub log_format: LogFormat,
 }
 
+fn sources(file: Option<&std::path::Path>) -> Sources<'_> {
+    Sources {
+        defaults: DEFAULTS,
+        file,
+        env_prefix: "INGEST_",
+        unprefixed: &["MONGODB_URI", "MONGODB_DATABASE", "AMQP_URL"],
+    }
+}
+
 impl Config {
     /// Loads and checks the settings; the error names the offending setting.
     pub fn load(file: Option<&std::path::Path>) -> Result<Self, ConfigError> {
-        let config: Self = load(&Sources {
-            defaults: DEFAULTS,
-            file,
-            env_prefix: "INGEST_",
-            unprefixed: &["MONGODB_URI", "MONGODB_DATABASE", "AMQP_URL"],
-        })?;
+        let config: Self = load(&sources(file))?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// Every environment variable ingest reads (in embedded mode it also
+    /// reads the notifier's, see `notifier::Config::environment_variables`).
+    pub fn environment_variables() -> Vec<String> {
+        let mut vars = sources(None).variables::<Self>();
+        vars.push("RUST_LOG".into());
+        vars
     }
 
     /// The settings as shipped, without the environment: a base for tests.

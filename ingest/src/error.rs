@@ -114,10 +114,10 @@ impl ApiError {
     pub fn render(&self, request_id: RequestId) -> Response {
         match self {
             Self::Internal(cause) => {
-                tracing::error!(%request_id, error = ?cause, "request failed");
+                tracing::error!(error = ?cause, "request failed");
             }
             Self::Unavailable(cause) => {
-                tracing::warn!(%request_id, cause = %cause, "store unavailable");
+                tracing::warn!(cause = %cause, "store unavailable");
             }
             _ => {}
         }

@@ -47,7 +47,8 @@ pub async fn gate<E: Endpoint>(
     let addr = client_addr(&req, state.config.trust_forwarded_for);
     let limits = &state.rate_limits;
 
-    let decision = if !needs_key(req.uri().path()) {
+    let anonymous = !needs_key(req.uri().path());
+    let decision = if anonymous {
         limits.check_anonymous(addr)
     } else if let Some(Decision::Limited {
         info,
@@ -56,6 +57,7 @@ pub async fn gate<E: Endpoint>(
     {
         // This address has used up its failed-authentication quota: refuse
         // before even looking the key up, so guessing gets no answer at all.
+        state.metrics.rate_limited("auth_failures");
         return Ok(limited(info, retry_after_secs, request_id));
     } else {
         match authenticate(state.store.as_ref(), req.headers()).await {
@@ -78,7 +80,10 @@ pub async fn gate<E: Endpoint>(
                     }
                     Decision::Limited {
                         retry_after_secs, ..
-                    } => ApiError::RateLimited { retry_after_secs }.render(request_id),
+                    } => {
+                        state.metrics.rate_limited("auth_failures");
+                        ApiError::RateLimited { retry_after_secs }.render(request_id)
+                    }
                 };
                 decision.info().apply(&mut response);
                 return Ok(response);
@@ -95,6 +100,9 @@ pub async fn gate<E: Endpoint>(
             info,
             retry_after_secs,
         } => {
+            state
+                .metrics
+                .rate_limited(if anonymous { "anonymous" } else { "key" });
             return Ok(limited(info, retry_after_secs, request_id));
         }
     };

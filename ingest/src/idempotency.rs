@@ -16,6 +16,7 @@ use poem::{
     http::{HeaderValue, Method, StatusCode, header},
 };
 use sha2::{Digest as _, Sha256};
+use tracing::Instrument as _;
 
 use crate::{
     auth::AuthContext,
@@ -122,18 +123,25 @@ pub async fn idempotency<E: Endpoint + 'static>(
         Err(e) => Ok(ApiError::from(e).render(request_id)),
         Ok(IdempotencyBegin::Mismatch) => Ok(ApiError::IdempotencyMismatch.render(request_id)),
         Ok(IdempotencyBegin::InFlight) => Ok(ApiError::IdempotencyInFlight.render(request_id)),
-        Ok(IdempotencyBegin::Replay(stored)) => Ok(replay(stored)),
+        Ok(IdempotencyBegin::Replay(stored)) => {
+            state.metrics.idempotent_replays.inc();
+            Ok(replay(stored))
+        }
         Ok(IdempotencyBegin::Started) => {
             // Run the request to the end on its own task: if the client hangs
             // up mid-way, the outcome is still recorded, so its retry replays
             // it instead of doing the work twice.
-            let work = tokio::spawn(async move {
-                let response = rendered(
-                    ep.call(req).await.map(IntoResponse::into_response),
-                    request_id,
-                );
-                finish(store, scope, key, response, request_id).await
-            });
+            let work = tokio::spawn(
+                async move {
+                    let response = rendered(
+                        ep.call(req).await.map(IntoResponse::into_response),
+                        request_id,
+                    );
+                    finish(store, scope, key, response, request_id).await
+                }
+                // Its log lines still carry the request's id.
+                .in_current_span(),
+            );
             match work.await {
                 Ok(response) => Ok(response),
                 Err(e) => Ok(
@@ -156,7 +164,7 @@ async fn finish(
     if !is_replayable(response.status()) {
         if let Err(e) = store.release_idempotent(&scope, &key).await {
             // The claim stays in flight until LOCK_TIMEOUT; retries get 409 until then.
-            tracing::warn!(%request_id, error = %e, "could not release idempotency key");
+            tracing::warn!(error = %e, "could not release idempotency key");
         }
         return response;
     }
@@ -181,7 +189,7 @@ async fn finish(
     if let Err(e) = store.complete_idempotent(&scope, &key, &stored).await {
         // The work is done and its answer goes to the client; only a later
         // replay is at risk, so this is logged rather than failed.
-        tracing::error!(%request_id, error = %e, "could not record idempotent response");
+        tracing::error!(error = %e, "could not record idempotent response");
     }
     Response::from_parts(parts, Body::from_bytes(bytes))
 }

@@ -13,6 +13,7 @@ pub mod config;
 pub mod error;
 pub mod gate;
 pub mod idempotency;
+pub mod metrics;
 pub mod openapi;
 pub mod outbox;
 pub mod rate_limit;

@@ -14,25 +14,34 @@ use common::{
 };
 use tokio::sync::watch;
 
+use crate::metrics::IngestMetrics;
+
 /// Events handed to the relay per pass.
 const RELAY_BATCH: u32 = 200;
 
 pub struct Outbox {
     store: Arc<dyn Store>,
     queue: Arc<dyn JobQueue>,
+    metrics: IngestMetrics,
 }
 
 impl Outbox {
-    pub fn new(store: Arc<dyn Store>, queue: Arc<dyn JobQueue>) -> Self {
-        Self { store, queue }
+    pub fn new(store: Arc<dyn Store>, queue: Arc<dyn JobQueue>, metrics: IngestMetrics) -> Self {
+        Self {
+            store,
+            queue,
+            metrics,
+        }
     }
 
     /// Publishes the job of a freshly stored `pending` event. Returns the
     /// state the event is in afterwards; failures leave it to the relay.
     pub async fn dispatch(&self, event: &Event) -> NotificationState {
         let job = Job::notify(event.id, event.scope.clone(), event.request_id.clone());
-        if let Err(e) = self.queue.publish(&job).await {
-            tracing::warn!(event_id = %event.id, error = %e, "job not published; the relay will retry");
+        let published = self.queue.publish(&job).await;
+        self.metrics.published(published.is_ok());
+        if let Err(e) = published {
+            tracing::warn!(eventId = %event.id, error = %e, "job not published; the relay will retry");
             return NotificationState::Pending;
         }
         match self
@@ -50,7 +59,7 @@ impl Outbox {
             Ok(false) => NotificationState::Queued,
             Err(e) => {
                 // The job is on the queue; only the label lags behind.
-                tracing::warn!(event_id = %event.id, error = %e, "could not mark the event queued");
+                tracing::warn!(eventId = %event.id, error = %e, "could not mark the event queued");
                 NotificationState::Pending
             }
         }
@@ -85,7 +94,24 @@ impl Outbox {
         published
     }
 
-    /// Relays every `interval` until `stop` turns true.
+    /// Publishes every `pending` job, whatever its age, until none is left or
+    /// the broker fails. For shutdown, once in-flight requests are done:
+    /// nothing this process accepted waits for another replica's relay.
+    pub async fn flush(&self) {
+        let mut flushed = 0;
+        loop {
+            let published = self
+                .relay_once(&[NotificationState::Pending], Duration::ZERO)
+                .await;
+            flushed += published;
+            if published < RELAY_BATCH as usize {
+                break;
+            }
+        }
+        tracing::info!(flushed, "outbox flushed");
+    }
+
+    /// Relays every `interval` until `stop` turns true, then flushes.
     pub async fn run_relay(
         self: Arc<Self>,
         interval: Duration,
@@ -99,7 +125,10 @@ impl Outbox {
                 _ = tick.tick() => {
                     self.relay_once(&[NotificationState::Pending], grace).await;
                 }
-                _ = stop.changed() => return,
+                _ = stop.changed() => {
+                    self.flush().await;
+                    return;
+                }
             }
         }
     }

@@ -1,6 +1,8 @@
 //! Gives every request a UUID, sends it back as `X-Request-Id`, puts it on
-//! every log line of the request, and renders any error that reached the
-//! outside as the envelope. The outermost layer.
+//! every log line of the request (as `requestId`, the field that follows the
+//! request into its notify job and every push), renders any error that
+//! reached the outside as the envelope, and records the request in the
+//! metrics. The outermost layer.
 
 use std::{fmt, sync::Arc, time::Instant};
 
@@ -8,7 +10,7 @@ use poem::{Endpoint, IntoResponse, Request, Response, http::HeaderValue};
 use tracing::Instrument as _;
 use uuid::Uuid;
 
-use crate::error::rendered;
+use crate::{error::rendered, metrics::RequestObserver};
 
 /// The id of one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,15 +34,21 @@ impl RequestId {
 
 pub const HEADER: &str = "x-request-id";
 
-/// The middleware: `EndpointExt::around(request_id)`.
-pub async fn request_id<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Result<Response> {
+/// The middleware: `EndpointExt::around` with the observer that records
+/// each request's route, status and latency in the metrics.
+pub async fn request_id<E: Endpoint>(
+    ep: Arc<E>,
+    mut req: Request,
+    observer: Arc<RequestObserver>,
+) -> poem::Result<Response> {
     let id = RequestId(Uuid::new_v4());
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
     req.extensions_mut().insert(id);
     let span = tracing::info_span!(
         "request",
-        request_id = %id,
-        method = %req.method(),
-        path = %req.uri().path(),
+        requestId = %id,
+        method = %method,
+        path = %path,
     );
     let started = Instant::now();
     let result = ep
@@ -52,6 +60,7 @@ pub async fn request_id<E: Endpoint>(ep: Arc<E>, mut req: Request) -> poem::Resu
     if let Ok(value) = HeaderValue::from_str(&id.to_string()) {
         response.headers_mut().insert(HEADER, value);
     }
+    observer.observe(method.as_str(), &path, response.status(), started.elapsed());
     span.in_scope(|| {
         tracing::info!(
             status = response.status().as_u16(),

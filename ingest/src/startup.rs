@@ -8,11 +8,13 @@ use anyhow::Context as _;
 use poem::{
     EndpointExt, IntoEndpoint, Route, Server,
     endpoint::make_sync,
+    get,
     listener::{Acceptor, Listener, TcpAcceptor, TcpListener},
     web::{Html, Json},
 };
 use serde_json::Value;
 
+use common::metrics::Registry;
 use common::{
     queue::{
         JobQueue,
@@ -20,7 +22,7 @@ use common::{
     },
     store::NotificationState,
 };
-use notifier::{push::PushProvider, worker::Inbox};
+use notifier::{metrics::NotifierMetrics, push::PushProvider, worker::Inbox};
 use tokio::{sync::watch, task::JoinHandle};
 
 use crate::{
@@ -29,6 +31,7 @@ use crate::{
     config::Config,
     gate::gate,
     idempotency::idempotency,
+    metrics::{self, IngestMetrics, RequestObserver, Routes},
     openapi,
     outbox::Outbox,
     request_id::request_id,
@@ -71,6 +74,8 @@ impl Application {
             .context("opening the store")?;
         let (stop, stopped) = watch::channel(false);
         let mut background = Vec::new();
+        let mut registry = common::metrics::registry();
+        let metrics = IngestMetrics::register(&mut registry);
         let queue: Arc<dyn JobQueue> = match config.amqp_url() {
             Some(url) => Arc::new(AmqpQueue::new(AmqpConfig {
                 url: url.to_owned(),
@@ -97,6 +102,9 @@ impl Application {
                     Arc::clone(&store),
                     provider,
                     Arc::clone(&local),
+                    // One process, one /metrics: the embedded notifier's
+                    // counters are served with ingest's.
+                    NotifierMetrics::register(&mut registry),
                 );
                 background.push(notifier::spawn(
                     &notifier_config,
@@ -108,7 +116,11 @@ impl Application {
                 local
             }
         };
-        let outbox = Arc::new(Outbox::new(Arc::clone(&store), Arc::clone(&queue)));
+        let outbox = Arc::new(Outbox::new(
+            Arc::clone(&store),
+            Arc::clone(&queue),
+            metrics.clone(),
+        ));
         if config.amqp_url().is_none() {
             // Nothing survives in an in-process queue: whatever a previous
             // run left unfinished is queued again.
@@ -124,8 +136,8 @@ impl Application {
             Duration::from_millis(config.relay_grace_ms),
             stopped,
         )));
-        let state = Arc::new(AppState::new(config, store, outbox));
-        let app = routes(Arc::clone(&state))?;
+        let state = Arc::new(AppState::new(config, store, outbox, metrics));
+        let app = routes(Arc::clone(&state), Arc::new(registry))?;
         let acceptor = TcpListener::bind(addr)
             .into_acceptor()
             .await
@@ -167,8 +179,9 @@ impl Application {
             .run_with_graceful_shutdown(self.app, shutdown, Some(grace))
             .await;
         sweeper.abort();
-        // Requests are done: stop the relay and let the embedded notifier
-        // finish the jobs in hand.
+        // Requests are done (or out of time): the relay flushes what they
+        // left pending and stops, the embedded notifier finishes the jobs in
+        // hand.
         let _ = self.stop.send(true);
         for task in self.background {
             let _ = task.await;
@@ -185,6 +198,7 @@ impl Application {
 /// Every route and the middleware around them, outermost last.
 fn routes(
     state: Arc<AppState>,
+    registry: Arc<Registry>,
 ) -> anyhow::Result<poem::endpoint::BoxEndpoint<'static, poem::Response>> {
     let service = openapi::service((
         EventsApi {
@@ -209,21 +223,42 @@ fn routes(
             .scalar_html()
             .replacen(&service.spec(), &document.to_string(), 1),
     );
+    const EXTRA_ROUTES: [&str; 3] = ["/openapi.json", "/docs", "/metrics"];
+    let observer = Arc::new(RequestObserver {
+        metrics: state.metrics.clone(),
+        routes: Routes::new(
+            document["paths"]
+                .as_object()
+                .into_iter()
+                .flat_map(|paths| paths.keys().cloned())
+                .chain(EXTRA_ROUTES.map(String::from)),
+        ),
+    });
     let document = Arc::new(document);
     let max_body = state.config.max_body_bytes;
-    let (s1, s2) = (Arc::clone(&state), Arc::clone(&state));
+    let (s1, s2, s3) = (Arc::clone(&state), Arc::clone(&state), Arc::clone(&state));
     let app = Route::new()
         .at(
             "/openapi.json",
             make_sync(move |_| Json(Value::clone(&document))).into_endpoint(),
         )
         .at("/docs", make_sync(move |_| docs_html.clone()))
+        .at(
+            "/metrics",
+            get(poem::endpoint::make(move |_| {
+                metrics::scrape(
+                    Arc::clone(&registry),
+                    s3.metrics.clone(),
+                    Arc::clone(&s3.store),
+                )
+            })),
+        )
         .nest("/", service)
         .data(validators)
         .around(move |ep, req| idempotency(ep, req, Arc::clone(&s1)))
         .around(move |ep, req| limit_body(ep, req, max_body))
         .around(move |ep, req| gate(ep, req, Arc::clone(&s2)))
-        .around(request_id)
+        .around(move |ep, req| request_id(ep, req, Arc::clone(&observer)))
         .map_to_response()
         .boxed();
     Ok(app)

@@ -4,17 +4,23 @@ use std::sync::Arc;
 
 use common::store::Store;
 
-use crate::{config::Config, outbox::Outbox, rate_limit::RateLimits};
+use crate::{config::Config, metrics::IngestMetrics, outbox::Outbox, rate_limit::RateLimits};
 
 pub struct AppState {
     pub config: Config,
     pub store: Arc<dyn Store>,
     pub rate_limits: RateLimits,
     pub outbox: Arc<Outbox>,
+    pub metrics: IngestMetrics,
 }
 
 impl AppState {
-    pub fn new(config: Config, store: Arc<dyn Store>, outbox: Arc<Outbox>) -> Self {
+    pub fn new(
+        config: Config,
+        store: Arc<dyn Store>,
+        outbox: Arc<Outbox>,
+        metrics: IngestMetrics,
+    ) -> Self {
         let rate_limits = RateLimits::new(
             config.rate_limit_per_minute,
             config.auth_failures_per_minute,
@@ -25,6 +31,7 @@ impl AppState {
             store,
             rate_limits,
             outbox,
+            metrics,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! reference for every setting), an optional operator file, then environment
 //! variables.
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use common::{
     config::{ConfigError, Secret, Sources, load, parse_defaults},
@@ -24,6 +24,7 @@ const DEFAULTS: &str = include_str!("../config.default.toml");
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    pub listen: String,
     pub amqp_url: Option<Secret>,
     pub queue_prefix: String,
     pub mongodb_uri: Option<Secret>,
@@ -50,25 +51,43 @@ fn non_empty(s: &Option<Secret>) -> Option<&str> {
         .filter(|v| !v.trim().is_empty())
 }
 
+fn sources(file: Option<&std::path::Path>) -> Sources<'_> {
+    Sources {
+        defaults: DEFAULTS,
+        file,
+        env_prefix: "NOTIFIER_",
+        unprefixed: &[
+            "AMQP_URL",
+            "MONGODB_URI",
+            "MONGODB_DATABASE",
+            "APNS_KEY_PATH",
+            "APNS_KEY_ID",
+            "APNS_TEAM_ID",
+            "APNS_TOPIC",
+        ],
+    }
+}
+
 impl Config {
     /// Loads and checks the settings; the error names the offending setting.
     pub fn load(file: Option<&std::path::Path>) -> Result<Self, ConfigError> {
-        let config: Self = load(&Sources {
-            defaults: DEFAULTS,
-            file,
-            env_prefix: "NOTIFIER_",
-            unprefixed: &[
-                "AMQP_URL",
-                "MONGODB_URI",
-                "MONGODB_DATABASE",
-                "APNS_KEY_PATH",
-                "APNS_KEY_ID",
-                "APNS_TEAM_ID",
-                "APNS_TOPIC",
-            ],
-        })?;
+        let config: Self = load(&sources(file))?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// Every environment variable the notifier reads.
+    pub fn environment_variables() -> Vec<String> {
+        let mut vars = sources(None).variables::<Self>();
+        vars.push("RUST_LOG".into());
+        vars
+    }
+
+    /// The address of the metrics and health endpoints.
+    pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.listen
+            .parse()
+            .map_err(|e| ConfigError::invalid("NOTIFIER_LISTEN", format!("{e}")))
     }
 
     /// The settings as shipped, without the environment: a base for tests.
@@ -77,6 +96,7 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
+        self.listen_addr()?;
         for (var, value) in [
             ("NOTIFIER_PREFETCH", u64::from(self.prefetch)),
             ("NOTIFIER_CONCURRENCY", self.concurrency as u64),

@@ -13,7 +13,10 @@ use common::{
 };
 use futures::{StreamExt as _, stream};
 
-use crate::push::{Alert, Push, PushOutcome, PushProvider};
+use crate::{
+    metrics::{NotifierMetrics, ProviderLabels, PushLabels, RetryLabels},
+    push::{Alert, Push, PushOutcome, PushProvider},
+};
 
 /// How many pushes of one job are in flight at once.
 const PUSHES_PER_JOB: usize = 16;
@@ -47,6 +50,7 @@ pub struct Deliverer {
     /// worker that died; it is sent again (the collapse id keeps the device
     /// from showing it twice).
     pub stale_claim: Duration,
+    pub metrics: NotifierMetrics,
 }
 
 enum Sent {
@@ -104,6 +108,10 @@ impl Deliverer {
                 ..job.clone()
             });
             self.queue.publish_delayed(&again, delay).await?;
+            self.metrics
+                .job_retries
+                .get_or_create(&RetryLabels { reason: "push" })
+                .inc();
             tracing::info!(
                 retry = next,
                 delay_ms = delay.as_millis() as u64,
@@ -148,6 +156,12 @@ impl Deliverer {
         };
         let started = std::time::Instant::now();
         let outcome = self.provider.send(&push).await;
+        self.metrics
+            .push_duration
+            .get_or_create(&ProviderLabels {
+                provider: self.provider.name(),
+            })
+            .observe(started.elapsed().as_secs_f64());
         let mut record = Delivery {
             event_id: event.id,
             device_id: device.id,
@@ -157,6 +171,19 @@ impl Deliverer {
             apns_id: None,
             updated_at: common::time::now(),
         };
+        let outcome_label = match &outcome {
+            PushOutcome::Delivered { .. } => "delivered",
+            PushOutcome::DeviceGone { .. } => "device_gone",
+            PushOutcome::Rejected { .. } => "rejected",
+            PushOutcome::Retry { .. } if job_attempt < self.retry.max_retries => "retry",
+            PushOutcome::Retry { .. } => "gave_up",
+        };
+        self.metrics
+            .pushes
+            .get_or_create(&PushLabels {
+                outcome: outcome_label,
+            })
+            .inc();
         let sent = match outcome {
             PushOutcome::Delivered { apns_id } => {
                 record.state = DeliveryState::Delivered;
@@ -167,7 +194,7 @@ impl Deliverer {
                 self.store
                     .deactivate_device(&event.scope, device.id, &reason, record.updated_at)
                     .await?;
-                tracing::info!(device_id = %device.id, %reason, "device deactivated");
+                tracing::info!(deviceId = %device.id, %reason, "device deactivated");
                 record.error = Some(reason);
                 Sent::Final
             }
@@ -186,7 +213,7 @@ impl Deliverer {
             }
         };
         tracing::info!(
-            device_id = %device.id,
+            deviceId = %device.id,
             provider = self.provider.name(),
             state = record.state.as_str(),
             error = record.error.as_deref(),

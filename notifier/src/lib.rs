@@ -7,22 +7,29 @@
 
 pub mod config;
 pub mod deliver;
+pub mod http;
+pub mod metrics;
 pub mod push;
 pub mod worker;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    net::SocketAddr,
+    sync::{Arc, atomic::AtomicBool},
+    time::Duration,
+};
 
 use common::{
     queue::{JobQueue, amqp::AmqpQueue},
     store::Store,
 };
 use tokio::{
-    sync::{mpsc, watch},
+    sync::{mpsc, oneshot, watch},
     task::JoinHandle,
 };
 
 pub use config::Config;
 use deliver::Deliverer;
+use metrics::NotifierMetrics;
 use push::PushProvider;
 use worker::Inbox;
 
@@ -32,6 +39,7 @@ pub fn deliverer(
     store: Arc<dyn Store>,
     provider: Arc<dyn PushProvider>,
     queue: Arc<dyn JobQueue>,
+    metrics: NotifierMetrics,
 ) -> Arc<Deliverer> {
     Arc::new(Deliverer {
         store,
@@ -39,6 +47,7 @@ pub fn deliverer(
         queue,
         retry: config.retry(),
         stale_claim: Duration::from_secs(config.stale_claim_seconds),
+        metrics,
     })
 }
 
@@ -52,26 +61,39 @@ pub fn spawn(
     tokio::spawn(worker::run(deliverer, inbox, config.concurrency, stop))
 }
 
-/// A notifier consuming from RabbitMQ: the consumer task and the worker.
+/// A notifier consuming from RabbitMQ: the consumer task, the worker, and
+/// the metrics and health port.
 pub struct Running {
     stop: watch::Sender<bool>,
     consumer: JoinHandle<()>,
     worker: JoinHandle<()>,
+    http: JoinHandle<()>,
+    http_stop: oneshot::Sender<()>,
+    http_addr: SocketAddr,
 }
 
 impl Running {
+    /// The address of `/metrics`, `/healthz` and `/readyz`.
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http_addr
+    }
+
     /// Stops consuming, gives back jobs not started, finishes the ones in
-    /// hand, and closes the connection.
+    /// hand, and closes the connection. The metrics port closes last, so
+    /// the final counts can be scraped until then.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         let _ = self.worker.await;
         let _ = self.consumer.await;
+        let _ = self.http_stop.send(());
+        let _ = self.http.await;
     }
 }
 
 /// Starts consuming from the broker with `provider` (tests pass a recording
-/// provider; the binary passes the configured one).
-pub fn start(
+/// provider; the binary passes the configured one), and serves the metrics
+/// and health endpoints on the configured `listen` address.
+pub async fn start(
     config: &Config,
     store: Arc<dyn Store>,
     provider: Arc<dyn PushProvider>,
@@ -79,20 +101,39 @@ pub fn start(
     let amqp = config
         .amqp()
         .ok_or_else(|| anyhow::anyhow!("AMQP_URL is required to run the notifier"))?;
+    let bound = http::bind(config.listen_addr()?).await?;
+    let http_addr = bound.addr;
+    let mut registry = common::metrics::registry();
+    let metrics = NotifierMetrics::register(&mut registry);
+    let consuming = Arc::new(AtomicBool::new(false));
+    let probe = http::Probe {
+        registry: Arc::new(registry),
+        store: Arc::clone(&store),
+        consuming: Arc::clone(&consuming),
+    };
+
     let queue: Arc<dyn JobQueue> = Arc::new(AmqpQueue::new(amqp.clone()));
-    let deliverer = deliverer(config, store, provider, queue);
+    let deliverer = deliverer(config, store, provider, queue, metrics);
     let (stop, stopped) = watch::channel(false);
     let (tx, rx) = mpsc::channel(usize::from(config.prefetch).max(1));
     let consumer = tokio::spawn(common::queue::amqp::consume(
         amqp,
         config.prefetch,
         tx,
+        consuming,
         stopped.clone(),
     ));
     let worker = spawn(config, deliverer, Inbox::Bounded(rx), stopped);
+    let (http_stop, http_stopped) = oneshot::channel();
+    let http = tokio::spawn(http::serve(bound, probe, async move {
+        let _ = http_stopped.await;
+    }));
     Ok(Running {
         stop,
         consumer,
         worker,
+        http,
+        http_stop,
+        http_addr,
     })
 }

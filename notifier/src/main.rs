@@ -3,7 +3,7 @@
 
 use std::{path::PathBuf, process::ExitCode};
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use notifier::Config;
 
 #[derive(Debug, Parser)]
@@ -14,8 +14,19 @@ use notifier::Config;
 )]
 struct Cli {
     /// A TOML file overriding the defaults (environment variables override both).
-    #[arg(long, env = "NOTIFIER_CONFIG")]
+    #[arg(long, global = true, env = "NOTIFIER_CONFIG")]
     config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Consume jobs and send pushes (the default).
+    Run,
+    /// Ask the running notifier's /readyz; exit 0 when it is ready (for
+    /// container health checks: the image has no curl).
+    Healthcheck,
 }
 
 #[tokio::main]
@@ -28,6 +39,18 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(Command::Healthcheck) = cli.command {
+        let checked = config.listen_addr().map_err(Into::into).and_then(|addr| {
+            common::probe::check(addr, "/readyz", std::time::Duration::from_secs(5))
+        });
+        return match checked {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("notifier: not ready: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     common::telemetry::init(config.log_format);
     match run(config).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -46,7 +69,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
     )
     .await?;
     let provider = config.push_provider()?;
-    let running = notifier::start(&config, store, provider)?;
+    let running = notifier::start(&config, store, provider).await?;
     tracing::info!("notifier started");
     shutdown_signal().await;
     tracing::info!("stopping: finishing the jobs in hand");

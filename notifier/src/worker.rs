@@ -12,7 +12,10 @@ use tokio::{
 };
 use tracing::Instrument as _;
 
-use crate::deliver::{Deliverer, JobOutcome};
+use crate::{
+    deliver::{Deliverer, JobOutcome},
+    metrics::RetryLabels,
+};
 
 /// Where received jobs come from: RabbitMQ's consumer task (bounded by the
 /// prefetch) or the embedded mode's in-process queue.
@@ -96,18 +99,21 @@ async fn process(deliverer: &Deliverer, received: Received) {
         redelivered,
         acker,
     } = received;
+    let metrics = &deliverer.metrics;
+    metrics.jobs_consumed.inc();
     let job = match job {
         Ok(Job::NotifyV1(job)) => job,
         Err(reason) => {
             tracing::error!(%reason, "unreadable job; dead-lettering it");
+            metrics.jobs_dead_lettered.inc();
             let _ = acker.dead_letter().await;
             return;
         }
     };
     let span = tracing::info_span!(
         "job",
-        request_id = job.request_id.as_deref().unwrap_or("-"),
-        event_id = %job.event_id,
+        requestId = job.request_id.as_deref().unwrap_or("-"),
+        eventId = %job.event_id,
         attempt = job.attempt,
         redelivered,
     );
@@ -116,6 +122,7 @@ async fn process(deliverer: &Deliverer, received: Received) {
             Ok(JobOutcome::Done) => acker.ack().await,
             Ok(JobOutcome::DeadLetter) => {
                 tracing::warn!("deliveries gave up after the last retry; job dead-lettered");
+                metrics.jobs_dead_lettered.inc();
                 acker.dead_letter().await
             }
             Err(e) => {
@@ -128,7 +135,13 @@ async fn process(deliverer: &Deliverer, received: Received) {
                     .delay_with_jitter(1)
                     .max(Duration::from_millis(100));
                 match deliverer.queue.publish_delayed(&again, delay).await {
-                    Ok(()) => acker.ack().await,
+                    Ok(()) => {
+                        metrics
+                            .job_retries
+                            .get_or_create(&RetryLabels { reason: "error" })
+                            .inc();
+                        acker.ack().await
+                    }
                     Err(_) => acker.requeue().await,
                 }
             }

@@ -7,6 +7,7 @@ mod errors;
 mod events;
 mod idempotency;
 mod identify;
+mod metrics;
 mod notify;
 mod openapi;
 mod rate_limit;

@@ -2,184 +2,12 @@
 //! in-process queue, the notifier with a recording push provider, retries,
 //! dead tokens, a broker outage and a notifier replaced mid-stream.
 
-use std::{sync::Arc, time::Duration};
-
-use common::queue::amqp::AmqpConfig;
 use notifier::push::PushOutcome;
-use serde_json::{Value, json};
 use tocsin_tests::{
-    Reply, StoreKind, TestApp, TestConfig, amqp_url, proxy::Proxy, recording::RecordingProvider,
-    test_notifier_config,
+    Reply, StoreKind, amqp_url,
+    pipeline::{Pipeline, token},
+    proxy::Proxy,
 };
-
-const WAIT: Duration = Duration::from_secs(30);
-
-struct Pipeline {
-    app: TestApp,
-    key: String,
-    provider: Arc<RecordingProvider>,
-    notifier_config: notifier::Config,
-    notifier: Option<notifier::Running>,
-}
-
-impl Pipeline {
-    /// Embedded mode: the notifier runs inside ingest.
-    async fn embedded(kind: StoreKind) -> Self {
-        let provider = Arc::new(RecordingProvider::default());
-        let options = ingest::Options {
-            push_provider: Some(provider.clone()),
-            notifier: Some(test_notifier_config()),
-        };
-        let app = TestApp::spawn_with_options(TestConfig::new(kind), options).await;
-        let (key, _) = app.new_key().await;
-        Self {
-            app,
-            key,
-            provider,
-            notifier_config: test_notifier_config(),
-            notifier: None,
-        }
-    }
-
-    /// Production mode: RabbitMQ between ingest and a notifier, with a queue
-    /// prefix of the test's own. `ingest_broker` is where ingest reaches the
-    /// broker (a proxy when the test wants to cut it).
-    async fn with_broker(kind: StoreKind, ingest_broker: Option<String>) -> Self {
-        let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
-        let mut test = TestConfig::new(kind);
-        test.config.amqp_url = Some(common::config::Secret::new(
-            ingest_broker.unwrap_or_else(amqp_url),
-        ));
-        test.config.queue_prefix = prefix.clone();
-        test.config.relay_interval_ms = 200;
-        test.config.relay_grace_ms = 300;
-        test.config.broker_timeout_ms = 1000;
-        let mut notifier_config = test_notifier_config();
-        notifier_config.amqp_url = Some(common::config::Secret::new(amqp_url()));
-        notifier_config.queue_prefix = prefix;
-        let options = ingest::Options {
-            push_provider: None,
-            notifier: Some(notifier_config.clone()),
-        };
-        let app = TestApp::spawn_with_options(test, options).await;
-        let (key, _) = app.new_key().await;
-        let provider = Arc::new(RecordingProvider::default());
-        let mut pipeline = Self {
-            app,
-            key,
-            provider,
-            notifier_config,
-            notifier: None,
-        };
-        pipeline.start_notifier();
-        pipeline
-    }
-
-    fn start_notifier(&mut self) {
-        let running = notifier::start(
-            &self.notifier_config,
-            Arc::clone(&self.app.store),
-            self.provider.clone(),
-        )
-        .expect("notifier starts");
-        self.notifier = Some(running);
-    }
-
-    async fn stop_notifier(&mut self) {
-        if let Some(running) = self.notifier.take() {
-            running.shutdown().await;
-        }
-    }
-
-    async fn register(&self, token: &str, channels: Option<Vec<&str>>) -> Value {
-        let mut body = json!({ "token": token, "environment": "sandbox", "name": "phone" });
-        if let Some(channels) = channels {
-            body["channels"] = json!(channels);
-        }
-        let reply = Reply::of(self.app.post("/v1/devices", &self.key, &body).await).await;
-        assert!(reply.status == 201 || reply.status == 200, "{}", reply.body);
-        reply.body["data"].clone()
-    }
-
-    async fn event(&self, channel: &str, title: &str, notify: bool) -> Value {
-        let body = json!({ "channelName": channel, "title": title, "description": "details", "icon": "🔔", "notify": notify });
-        let reply = Reply::of(self.app.post_event(&self.key, &body).await).await;
-        assert_eq!(reply.status, 201, "{}", reply.body);
-        reply.body["data"].clone()
-    }
-
-    async fn lookup(&self, id: &str) -> Reply {
-        Reply::of(
-            self.app
-                .client
-                .get(self.app.url(&format!("/v1/events/{id}")))
-                .bearer_auth(&self.key)
-                .send()
-                .await
-                .expect("sent"),
-        )
-        .await
-    }
-
-    /// Waits until the event's notification reaches `state`.
-    async fn settled(&self, id: &str, state: &str) -> Value {
-        let deadline = std::time::Instant::now() + WAIT;
-        loop {
-            let reply = self.lookup(id).await;
-            assert_eq!(reply.status, 200, "{}", reply.body);
-            if reply.body["data"]["notification"]["state"] == state {
-                return reply.body["data"].clone();
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "event never became {state}: {}",
-                reply.body
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    async fn finish(mut self) {
-        self.stop_notifier().await;
-        if let Some(url) = self
-            .notifier_config
-            .amqp_url
-            .as_ref()
-            .map(|u| u.expose().to_owned())
-        {
-            delete_topology(&url, &self.notifier_config).await;
-        }
-        self.app.stop().await;
-    }
-}
-
-/// Removes a test's queues and exchanges from the shared broker.
-async fn delete_topology(url: &str, config: &notifier::Config) {
-    let Some(amqp) = config.amqp() else { return };
-    let _ = url;
-    let Ok(conn) =
-        lapin::Connection::connect(&amqp.url, lapin::ConnectionProperties::default()).await
-    else {
-        return;
-    };
-    let Ok(channel) = conn.create_channel().await else {
-        return;
-    };
-    let names: AmqpConfig = amqp;
-    for queue in names.queues() {
-        let _ = channel.queue_delete(queue.into(), Default::default()).await;
-    }
-    for exchange in [names.exchange(), names.dead_letter_exchange()] {
-        let _ = channel
-            .exchange_delete(exchange.into(), Default::default())
-            .await;
-    }
-    let _ = conn.close(200, "done".into()).await;
-}
-
-fn token(n: u8) -> String {
-    format!("{n:02x}").repeat(32)
-}
 
 async fn every_active_device_gets_one_push_and_channel_filters_hold(pipeline: Pipeline) {
     let (a, b, filtered) = (token(1), token(2), token(3));
@@ -461,7 +289,7 @@ async fn a_notifier_replaced_mid_stream_sends_every_push_exactly_once() {
             pipeline.stop_notifier().await;
         }
     }
-    pipeline.start_notifier();
+    pipeline.start_notifier().await;
     for id in &ids {
         pipeline.settled(id, "delivered").await;
     }

@@ -353,6 +353,17 @@ async fn notification_states_move_only_from_the_expected_ones(kind: StoreKind) {
         request_id: Some("req".into()),
     };
     store.insert_event(&event).await.expect("inserted");
+    // Each test has its own database, so the counts are exact.
+    let count = |state| {
+        let store = Arc::clone(&store);
+        async move {
+            store
+                .count_in_notification_state(state)
+                .await
+                .expect("counted")
+        }
+    };
+    assert_eq!((count(N::Pending).await, count(N::Queued).await), (1, 0));
     let pending = store
         .events_in_notification_state(&[N::Pending], common::time::now(), 10)
         .await
@@ -394,6 +405,7 @@ async fn notification_states_move_only_from_the_expected_ones(kind: StoreKind) {
         .expect("read")
         .expect("there");
     assert_eq!(stored.notification, N::Delivered);
+    assert_eq!((count(N::Pending).await, count(N::Delivered).await), (0, 1));
 }
 
 for_each_store!(

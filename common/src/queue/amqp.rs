@@ -11,7 +11,10 @@
 //! Messages are persistent and every publish waits for the broker's confirm.
 
 use std::{
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -381,6 +384,7 @@ pub async fn consume(
     config: AmqpConfig,
     prefetch: u16,
     out: mpsc::Sender<Received>,
+    consuming: Arc<AtomicBool>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut backoff = Duration::from_millis(100);
@@ -431,9 +435,11 @@ pub async fn consume(
             }
         };
         tracing::info!(queue = %config.queue(), prefetch, "consuming notify jobs");
+        consuming.store(true, Ordering::Relaxed);
         loop {
             tokio::select! {
                 _ = stop.changed() => {
+                    consuming.store(false, Ordering::Relaxed);
                     let _ = channel.basic_cancel(consumer.tag(), BasicCancelOptions::default()).await;
                     // Jobs in hand are settled through this connection.
                     out.closed().await;
@@ -462,5 +468,6 @@ pub async fn consume(
                 }
             }
         }
+        consuming.store(false, Ordering::Relaxed);
     }
 }

@@ -144,6 +144,11 @@ impl Store for Deadline {
         .await
     }
 
+    async fn count_in_notification_state(&self, state: NotificationState) -> StoreResult<u64> {
+        self.within(self.inner.count_in_notification_state(state))
+            .await
+    }
+
     async fn upsert_device(
         &self,
         scope: &Scope,

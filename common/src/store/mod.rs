@@ -113,6 +113,9 @@ pub trait Store: Send + Sync + 'static {
         created_before: DateTime<Utc>,
         limit: u32,
     ) -> StoreResult<Vec<Event>>;
+    /// How many events, across every scope, are in `state` (the outbox
+    /// backlog is the `pending` count).
+    async fn count_in_notification_state(&self, state: NotificationState) -> StoreResult<u64>;
 
     /// Registers a device, or updates (and reactivates) the scope's device
     /// with the same token. Returns it and whether it is new.

@@ -729,6 +729,13 @@ impl Store for MongoStore {
         docs.iter().map(event_from_doc).collect()
     }
 
+    async fn count_in_notification_state(&self, state: NotificationState) -> StoreResult<u64> {
+        self.events()
+            .count_documents(doc! { "notification": state.as_str() })
+            .await
+            .map_err(classify)
+    }
+
     async fn upsert_device(
         &self,
         scope: &Scope,

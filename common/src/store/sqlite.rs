@@ -663,6 +663,15 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn count_in_notification_state(&self, state: NotificationState) -> StoreResult<u64> {
+        self.run(move |c| {
+            c.prepare_cached("SELECT COUNT(*) FROM events WHERE notification_state = ?1")?
+                .query_row(params![state.as_str()], |r| r.get::<_, i64>(0))
+                .map(|n| n.max(0) as u64)
+        })
+        .await
+    }
+
     async fn upsert_device(
         &self,
         scope: &Scope,

@@ -21,7 +21,7 @@ impl PushProvider for LoggingProvider {
         // stays out of the log.
         tracing::info!(
             channel = %push.alert.channel,
-            event_id = %push.alert.event_id,
+            eventId = %push.alert.event_id,
             title = %push.alert.title,
             environment = ?push.environment,
             "no APNs credentials configured: push logged, not sent"

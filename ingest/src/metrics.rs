@@ -1,0 +1,217 @@
+//! Ingest's metrics: requests by route and status with latency, rate-limit
+//! rejections, idempotent replays, job publishes and the outbox backlog,
+//! served with the embedded notifier's (when there is one) at `/metrics`.
+
+use std::{sync::Arc, time::Duration};
+
+use common::{
+    metrics::{Latency, Registry, Unit, latency},
+    store::{NotificationState, Store},
+};
+use poem::{
+    IntoResponse, Response,
+    http::{StatusCode, header},
+};
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
+};
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub method: String,
+    /// The route's template (`/v1/events/{id}`), never the raw path, so
+    /// the number of series stays bounded; `unmatched` for unknown paths.
+    pub route: String,
+    pub status: u16,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    pub method: String,
+    pub route: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabels {
+    /// `key`, `auth_failures` or `anonymous`.
+    pub limit: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PublishLabels {
+    /// `confirmed` (the broker took it) or `failed` (the relay retries).
+    pub outcome: &'static str,
+}
+
+/// Cheap to clone: every field is a handle to the registered metric.
+#[derive(Debug, Clone)]
+pub struct IngestMetrics {
+    pub requests: Family<RequestLabels, Counter>,
+    pub request_duration: Latency<RouteLabels>,
+    pub rate_limited: Family<LimitLabels, Counter>,
+    pub idempotent_replays: Counter,
+    pub jobs_published: Family<PublishLabels, Counter>,
+    pub outbox_backlog: Gauge,
+}
+
+impl IngestMetrics {
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = Self {
+            requests: Family::default(),
+            request_duration: latency(),
+            rate_limited: Family::default(),
+            idempotent_replays: Counter::default(),
+            jobs_published: Family::default(),
+            outbox_backlog: Gauge::default(),
+        };
+        registry.register(
+            "http_requests",
+            "HTTP requests by method, route and status",
+            metrics.requests.clone(),
+        );
+        registry.register_with_unit(
+            "http_request_duration",
+            "Time from receiving a request to having its response",
+            Unit::Seconds,
+            metrics.request_duration.clone(),
+        );
+        registry.register(
+            "rate_limited",
+            "Requests refused with 429, by the limit that refused them",
+            metrics.rate_limited.clone(),
+        );
+        registry.register(
+            "idempotent_replays",
+            "Responses replayed for a repeated Idempotency-Key",
+            metrics.idempotent_replays.clone(),
+        );
+        registry.register(
+            "jobs_published",
+            "Notify jobs published to the queue, by whether the broker confirmed them",
+            metrics.jobs_published.clone(),
+        );
+        registry.register(
+            "outbox_backlog",
+            "Events whose notify job has not been confirmed by the broker yet (all replicas)",
+            metrics.outbox_backlog.clone(),
+        );
+        metrics
+    }
+
+    pub fn rate_limited(&self, limit: &'static str) {
+        self.rate_limited
+            .get_or_create(&LimitLabels { limit })
+            .inc();
+    }
+
+    pub fn published(&self, confirmed: bool) {
+        let outcome = if confirmed { "confirmed" } else { "failed" };
+        self.jobs_published
+            .get_or_create(&PublishLabels { outcome })
+            .inc();
+    }
+}
+
+/// Maps a request path to the route template it matched, from the published
+/// document's paths (`{param}` matches one segment).
+#[derive(Debug)]
+pub struct Routes(Vec<String>);
+
+impl Routes {
+    pub fn new(templates: impl IntoIterator<Item = String>) -> Self {
+        Self(templates.into_iter().collect())
+    }
+
+    pub fn template(&self, path: &str) -> &str {
+        let matches = |template: &&String| {
+            let mut pattern = template.split('/');
+            let mut segments = path.split('/');
+            loop {
+                match (pattern.next(), segments.next()) {
+                    (None, None) => return true,
+                    (Some(p), Some(s)) if p == s || (p.starts_with('{') && !s.is_empty()) => {}
+                    _ => return false,
+                }
+            }
+        };
+        self.0
+            .iter()
+            .find(matches)
+            .map_or("unmatched", |t| t.as_str())
+    }
+}
+
+/// What the outermost middleware records about each request.
+#[derive(Debug)]
+pub struct RequestObserver {
+    pub metrics: IngestMetrics,
+    pub routes: Routes,
+}
+
+impl RequestObserver {
+    pub fn observe(&self, method: &str, path: &str, status: StatusCode, elapsed: Duration) {
+        let route = self.routes.template(path).to_owned();
+        let method = method.to_owned();
+        self.metrics
+            .request_duration
+            .get_or_create(&RouteLabels {
+                method: method.clone(),
+                route: route.clone(),
+            })
+            .observe(elapsed.as_secs_f64());
+        self.metrics
+            .requests
+            .get_or_create(&RequestLabels {
+                method,
+                route,
+                status: status.as_u16(),
+            })
+            .inc();
+    }
+}
+
+/// `GET /metrics`: refreshes the backlog gauge from the store, then renders.
+pub async fn scrape(
+    registry: Arc<Registry>,
+    metrics: IngestMetrics,
+    store: Arc<dyn Store>,
+) -> Response {
+    match store
+        .count_in_notification_state(NotificationState::Pending)
+        .await
+    {
+        Ok(n) => {
+            metrics
+                .outbox_backlog
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        // The last known value stays; the store's own errors show elsewhere.
+        Err(e) => tracing::warn!(error = %e, "metrics: cannot count the outbox backlog"),
+    }
+    common::metrics::render(&registry)
+        .with_content_type(common::metrics::CONTENT_TYPE)
+        .with_status(StatusCode::OK)
+        .with_header(header::CACHE_CONTROL, "no-store")
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_map_to_their_templates() {
+        let routes = Routes::new(
+            ["/v1/events", "/v1/events/{id}", "/healthz"]
+                .into_iter()
+                .map(String::from),
+        );
+        assert_eq!(routes.template("/v1/events"), "/v1/events");
+        assert_eq!(routes.template("/v1/events/0193"), "/v1/events/{id}");
+        assert_eq!(routes.template("/v1/events/"), "unmatched");
+        assert_eq!(routes.template("/v1/events/a/b"), "unmatched");
+        assert_eq!(routes.template("/healthz"), "/healthz");
+        assert_eq!(routes.template("/nope"), "unmatched");
+    }
+}
