@@ -9,6 +9,7 @@
 
 pub mod openmetrics;
 pub mod pipeline;
+pub mod process;
 pub mod proxy;
 pub mod recording;
 

@@ -71,9 +71,31 @@ fn sources(file: Option<&std::path::Path>) -> Sources<'_> {
 impl Config {
     /// Loads and checks the settings; the error names the offending setting.
     pub fn load(file: Option<&std::path::Path>) -> Result<Self, ConfigError> {
-        let config: Self = load(&sources(file))?;
+        let mut config: Self = load(&sources(file))?;
+        config.blank_apns_is_unset();
         config.validate()?;
         Ok(config)
+    }
+
+    /// `APNS_KEY_ID=` (a blank line in a compose `.env`) means "not set",
+    /// as a blank AMQP_URL or MONGODB_URI does, not "set to nothing".
+    fn blank_apns_is_unset(&mut self) {
+        for value in [
+            &mut self.apns_key_id,
+            &mut self.apns_team_id,
+            &mut self.apns_topic,
+        ] {
+            if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
+                *value = None;
+            }
+        }
+        if self
+            .apns_key_path
+            .as_ref()
+            .is_some_and(|p| p.as_os_str().is_empty())
+        {
+            self.apns_key_path = None;
+        }
     }
 
     /// Every environment variable the notifier reads.
@@ -220,5 +242,52 @@ impl Config {
                 Ok(Arc::new(LoggingProvider))
             }
         }
+    }
+}
+
+#[cfg(test)]
+// figment's Jail API fixes the closure's (large) error type.
+#[allow(clippy::result_large_err)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blank_apns_settings_mean_pushes_are_logged() {
+        figment::Jail::expect_with(|jail| {
+            for var in ["APNS_KEY_PATH", "APNS_KEY_ID", "APNS_TEAM_ID", "APNS_TOPIC"] {
+                jail.set_env(var, "");
+            }
+            let config = Config::load(None).expect("blank APNs settings load");
+            let provider = config.push_provider().expect("a provider");
+            assert_eq!(provider.name(), "log");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn some_apns_settings_without_the_others_are_refused() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("APNS_KEY_ID", "ABC123");
+            jail.set_env("APNS_TOPIC", " ");
+            let err = Config::load(None).expect_err("incomplete APNs settings");
+            let message = err.to_string();
+            assert!(message.contains("APNS_KEY_PATH"), "{message}");
+            assert!(message.contains("APNS_TOPIC"), "{message}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn every_setting_has_its_variable() {
+        let vars = Config::environment_variables();
+        for var in [
+            "NOTIFIER_LISTEN",
+            "NOTIFIER_PREFETCH",
+            "AMQP_URL",
+            "APNS_TOPIC",
+        ] {
+            assert!(vars.iter().any(|v| v == var), "{var} in {vars:?}");
+        }
+        assert!(!vars.iter().any(|v| v == "NOTIFIER_AMQP_URL"), "{vars:?}");
     }
 }

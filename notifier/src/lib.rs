@@ -103,6 +103,7 @@ pub async fn start(
         .ok_or_else(|| anyhow::anyhow!("AMQP_URL is required to run the notifier"))?;
     let bound = http::bind(config.listen_addr()?).await?;
     let http_addr = bound.addr;
+    tracing::info!(addr = %http_addr, "metrics and health endpoints listening");
     let mut registry = common::metrics::registry();
     let metrics = NotifierMetrics::register(&mut registry);
     let consuming = Arc::new(AtomicBool::new(false));

@@ -2,14 +2,18 @@
 //! SQLite file and a real MongoDB-compatible server.
 
 mod auth;
+mod deploy;
 mod devices;
+mod docs;
 mod errors;
 mod events;
 mod idempotency;
 mod identify;
+mod logs;
 mod metrics;
 mod notify;
 mod openapi;
 mod rate_limit;
+mod shutdown;
 mod store_contract;
 mod validation;

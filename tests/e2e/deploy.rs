@@ -1,0 +1,412 @@
+//! The docker-compose stack and its images (`deploy/`). No container engine
+//! runs where the tests run, so nothing is built or started: docker-compose
+//! validates and resolves the compose file, and the resolved configuration is
+//! checked against what the services actually read and what the stack
+//! relies on. docker-compose is installed by `scripts/install-test-tools`.
+
+use std::{
+    collections::BTreeMap,
+    io::Write as _,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use serde_norway::Value;
+use tocsin_tests::workspace_root;
+
+const APNS_VARIABLES: [&str; 4] = ["APNS_KEY_PATH", "APNS_KEY_ID", "APNS_TEAM_ID", "APNS_TOPIC"];
+
+fn deploy_file(name: &str) -> PathBuf {
+    workspace_root().join("deploy").join(name)
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// The env files the stack must work with: the example an operator copies,
+/// and none at all (an empty file stands in, so a developer's own
+/// deploy/.env is never what gets tested).
+fn shipped_env_files() -> [(&'static str, String); 2] {
+    [
+        ("deploy/.env.example", read(&deploy_file(".env.example"))),
+        ("no env file", String::new()),
+    ]
+}
+
+/// The compose configuration as resolved with `env_file`'s contents.
+struct Stack {
+    config: Value,
+    described: String,
+}
+
+impl Stack {
+    fn resolve(described: &str, env_file: &str) -> Self {
+        let mut file = tempfile::NamedTempFile::new().expect("temp file");
+        file.write_all(env_file.as_bytes())
+            .expect("env file written");
+        let compose_file = deploy_file("docker-compose.yml");
+        // A clean environment: the shell's variables would take part in the
+        // interpolation (MONGODB_URI is often set where these tests run).
+        let output = Command::new("docker-compose")
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .arg("--env-file")
+            .arg(file.path())
+            .arg("-f")
+            .arg(&compose_file)
+            .arg("config")
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("cannot run docker-compose ({e}): run scripts/install-test-tools")
+            });
+        assert!(
+            output.status.success(),
+            "docker-compose config rejects {} with {described}:\n{}",
+            compose_file.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let config = serde_norway::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("docker-compose config printed unreadable YAML ({e})"));
+        Self {
+            config,
+            described: described.to_owned(),
+        }
+    }
+
+    fn services(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.config["services"]
+            .as_mapping()
+            .expect("a services mapping")
+            .iter()
+            .map(|(name, service)| (name.as_str().expect("service names are strings"), service))
+    }
+
+    fn service(&self, name: &str) -> &Value {
+        let service = &self.config["services"][name];
+        assert!(
+            !service.is_null(),
+            "no `{name}` service ({})",
+            self.described
+        );
+        service
+    }
+
+    /// The service's environment; `None` for a variable listed without a
+    /// value that nothing set, which the container does not get at all.
+    fn environment(&self, name: &str) -> BTreeMap<String, Option<String>> {
+        let Some(env) = self.service(name)["environment"].as_mapping() else {
+            return BTreeMap::new();
+        };
+        env.iter()
+            .map(|(key, value)| {
+                let key = key.as_str().expect("variable names are strings").to_owned();
+                let value = match value {
+                    Value::Null => None,
+                    Value::String(s) => Some(s.clone()),
+                    other => Some(
+                        serde_norway::to_string(other)
+                            .expect("scalar")
+                            .trim()
+                            .to_owned(),
+                    ),
+                };
+                (key, value)
+            })
+            .collect()
+    }
+
+    /// The address a service is told to listen on, from its environment.
+    fn listen(&self, service: &str, variable: &str) -> SocketAddr {
+        let env = self.environment(service);
+        let value = env
+            .get(variable)
+            .cloned()
+            .flatten()
+            .unwrap_or_else(|| panic!("{service} has no {variable} ({})", self.described));
+        value
+            .parse()
+            .unwrap_or_else(|e| panic!("{service}'s {variable}={value:?} is not an address: {e}"))
+    }
+}
+
+#[test]
+fn services_get_only_variables_they_read_and_none_empty() {
+    let readers = [
+        ("ingest", ingest::Config::environment_variables()),
+        ("notifier", notifier::Config::environment_variables()),
+    ];
+    for (described, env_file) in shipped_env_files() {
+        let stack = Stack::resolve(described, &env_file);
+        for (service, known) in &readers {
+            for (variable, value) in stack.environment(service) {
+                assert!(
+                    known.contains(&variable),
+                    "{service} is given {variable}, which it does not read ({described}); \
+                     it reads: {}",
+                    known.join(", ")
+                );
+                // The config loader takes an empty value as a value (an
+                // empty APNS_KEY_PATH is a path), not as "unset".
+                assert_ne!(
+                    value.as_deref(),
+                    Some(""),
+                    "{service} is given an empty {variable} ({described}): list it without \
+                     a value instead, so it is passed only when set"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn apns_settings_reach_the_notifiers_only_when_the_env_file_sets_them() {
+    for (described, env_file) in shipped_env_files() {
+        let stack = Stack::resolve(described, &env_file);
+        let env = stack.environment("notifier");
+        for variable in APNS_VARIABLES {
+            assert_eq!(
+                env.get(variable).cloned().flatten(),
+                None,
+                "with {described}, the notifier must not be given {variable} (logged pushes, \
+                 not a half-configured APNs)"
+            );
+        }
+    }
+
+    let configured = format!(
+        "{}\nAPNS_KEY_PATH=/run/secrets/tocsin/AuthKey_K.p8\nAPNS_KEY_ID=K\nAPNS_TEAM_ID=T\nAPNS_TOPIC=com.example.app\n",
+        read(&deploy_file(".env.example"))
+    );
+    let stack = Stack::resolve("the APNs settings filled in", &configured);
+    let env = stack.environment("notifier");
+    for (variable, expected) in APNS_VARIABLES.into_iter().zip([
+        "/run/secrets/tocsin/AuthKey_K.p8",
+        "K",
+        "T",
+        "com.example.app",
+    ]) {
+        assert_eq!(
+            env.get(variable),
+            Some(&Some(expected.to_owned())),
+            "{variable} from the env file must reach the notifier"
+        );
+    }
+    let key_dir = stack.service("notifier")["volumes"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .find_map(|volume| {
+            volume
+                .split(':')
+                .nth(1)
+                .filter(|t| t.starts_with("/run/secrets/"))
+        });
+    assert_eq!(
+        key_dir,
+        Some("/run/secrets/tocsin"),
+        "the notifier mounts the APNs key directory where .env.example's APNS_KEY_PATH points"
+    );
+}
+
+#[test]
+fn the_stack_has_the_shape_it_relies_on() {
+    let stack = Stack::resolve("deploy/.env.example", &read(&deploy_file(".env.example")));
+
+    for (name, service) in stack.services() {
+        let test = service["healthcheck"]["test"].as_sequence();
+        assert!(
+            test.is_some_and(|t| !t.is_empty() && t[0] != "NONE")
+                && service["healthcheck"]["disable"] != true,
+            "{name} has no healthcheck: depends_on waits on health, and a stuck service \
+             should show as unhealthy"
+        );
+        assert_eq!(
+            service["restart"], "unless-stopped",
+            "{name} restart policy"
+        );
+    }
+
+    for service in ["ingest", "notifier"] {
+        for dependency in ["mongodb", "rabbitmq"] {
+            assert_eq!(
+                stack.service(service)["depends_on"][dependency]["condition"],
+                "service_healthy",
+                "{service} must wait until {dependency} is healthy, not merely started"
+            );
+        }
+    }
+
+    let notifier = stack.service("notifier");
+    assert!(
+        notifier["ports"].as_sequence().is_none_or(Vec::is_empty),
+        "notifier publishes ports, so `--scale notifier=N` would conflict: {:?}",
+        notifier["ports"]
+    );
+    let replicas = notifier["deploy"]["replicas"].as_u64().unwrap_or(1);
+    assert!(
+        replicas >= 2,
+        "the stack runs {replicas} notifier(s), want at least 2"
+    );
+
+    let named_volumes = stack.config["volumes"].as_mapping().expect("named volumes");
+    let data = stack.service("mongodb")["volumes"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .find(|volume| volume.split(':').nth(1) == Some("/data/db"));
+    let source = data.and_then(|volume| volume.split(':').next());
+    assert!(
+        source.is_some_and(|s| named_volumes.contains_key(s)),
+        "MongoDB's /data/db must be a named volume, or the events go with the container: {data:?}"
+    );
+}
+
+#[test]
+fn ports_agree_between_services_healthchecks_and_prometheus() {
+    let stack = Stack::resolve("deploy/.env.example", &read(&deploy_file(".env.example")));
+    let ingest = stack.listen("ingest", "INGEST_LISTEN");
+    let notifier = stack.listen("notifier", "NOTIFIER_LISTEN");
+    for (service, addr) in [("ingest", ingest), ("notifier", notifier)] {
+        // Loopback inside a container is unreachable from the other
+        // containers; the healthcheck subcommand asks a wildcard on loopback.
+        assert!(
+            addr.ip().is_unspecified(),
+            "{service} listens on {addr}: inside a container it must listen on 0.0.0.0"
+        );
+    }
+    let published: Vec<u64> = stack.service("ingest")["ports"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(|port| port["target"].as_u64())
+        .collect();
+    assert!(
+        published.contains(&u64::from(ingest.port())),
+        "ingest listens on {ingest} but publishes container ports {published:?}"
+    );
+
+    let prometheus: Value = serde_norway::from_str(&read(&deploy_file("prometheus.yml")))
+        .expect("deploy/prometheus.yml is YAML");
+    let job = |name: &str| {
+        prometheus["scrape_configs"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .find(|job| job["job_name"] == name)
+            .unwrap_or_else(|| panic!("prometheus.yml has no `{name}` job"))
+            .clone()
+    };
+    assert_eq!(
+        job("ingest")["static_configs"][0]["targets"][0],
+        format!("ingest:{}", ingest.port()).as_str(),
+        "Prometheus scrapes ingest where it listens"
+    );
+    let discovery = &job("notifier")["dns_sd_configs"][0];
+    assert_eq!(
+        discovery["names"][0], "notifier",
+        "every notifier replica, by DNS"
+    );
+    assert_eq!(discovery["type"], "A");
+    assert_eq!(
+        discovery["port"].as_u64(),
+        Some(u64::from(notifier.port())),
+        "Prometheus scrapes the notifiers where they listen"
+    );
+}
+
+/// A Dockerfile stage: its base, its name, and its instructions.
+struct Stage {
+    base: String,
+    name: Option<String>,
+    instructions: Vec<(String, String)>,
+}
+
+fn stages(dockerfile: &str) -> Vec<Stage> {
+    let mut stages: Vec<Stage> = Vec::new();
+    for line in dockerfile.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (instruction, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let instruction = instruction.to_uppercase();
+        if instruction == "FROM" {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            stages.push(Stage {
+                base: words.first().copied().unwrap_or_default().to_owned(),
+                name: words
+                    .iter()
+                    .position(|w| w.eq_ignore_ascii_case("AS"))
+                    .and_then(|i| words.get(i + 1))
+                    .map(|name| (*name).to_owned()),
+                instructions: Vec::new(),
+            });
+        } else if let Some(stage) = stages.last_mut() {
+            stage
+                .instructions
+                .push((instruction, rest.trim().to_owned()));
+        }
+    }
+    stages
+}
+
+#[test]
+fn images_run_their_binary_as_nonroot_on_a_runtime_base() {
+    let dockerfile = read(&deploy_file("Dockerfile"));
+    let stages = stages(&dockerfile);
+    let stack = Stack::resolve("deploy/.env.example", &read(&deploy_file(".env.example")));
+    for service in ["ingest", "notifier"] {
+        let build = &stack.service(service)["build"];
+        assert_eq!(
+            build["dockerfile"], "deploy/Dockerfile",
+            "{service}'s image"
+        );
+        assert_eq!(build["target"], service, "{service}'s build target");
+
+        let stage = stages
+            .iter()
+            .find(|s| s.name.as_deref() == Some(service))
+            .unwrap_or_else(|| panic!("deploy/Dockerfile has no `{service}` stage"));
+        // Neither the toolchain image nor a stage built on it: the runtime
+        // image carries no compiler, sources or cargo caches.
+        assert!(
+            !stage.base.contains("rust")
+                && !stages
+                    .iter()
+                    .any(|s| s.name.as_deref() == Some(stage.base.as_str())),
+            "the {service} image is based on {}, a build image",
+            stage.base
+        );
+        let last = |instruction: &str| {
+            stage
+                .instructions
+                .iter()
+                .rev()
+                .find(|(i, _)| i == instruction)
+                .map(|(_, args)| args.as_str())
+        };
+        // Explicit, so the image does not depend on its base's default user.
+        let user = last("USER").unwrap_or_else(|| panic!("the {service} stage sets no USER"));
+        let user_name = user.split(':').next().unwrap_or(user);
+        assert!(
+            !matches!(user_name, "root" | "0"),
+            "the {service} image runs as {user}"
+        );
+        let entrypoint: Vec<String> = serde_json::from_str(last("ENTRYPOINT").unwrap_or("[]"))
+            .unwrap_or_else(|e| panic!("{service}'s ENTRYPOINT is not exec form: {e}"));
+        let binary = format!("/usr/local/bin/{service}");
+        assert_eq!(
+            entrypoint,
+            std::slice::from_ref(&binary),
+            "{service}'s ENTRYPOINT"
+        );
+        assert_eq!(
+            stack.service(service)["healthcheck"]["test"],
+            serde_norway::to_value(["CMD", binary.as_str(), "healthcheck"]).expect("value"),
+            "{service}'s healthcheck runs the image's own binary"
+        );
+    }
+}
