@@ -147,8 +147,9 @@ fn services_get_only_variables_they_read_and_none_empty() {
                      it reads: {}",
                     known.join(", ")
                 );
-                // The config loader takes an empty value as a value (an
-                // empty APNS_KEY_PATH is a path), not as "unset".
+                // Most settings take an empty value as a value (an empty
+                // INGEST_LISTEN is refused); only the connection strings and
+                // the APNs settings read blank as unset. Pass nothing instead.
                 assert_ne!(
                     value.as_deref(),
                     Some(""),

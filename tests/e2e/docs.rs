@@ -9,6 +9,7 @@
 
 use std::{process::Stdio, time::Duration};
 
+use scraper::{ElementRef, Html, Selector};
 use tocsin_tests::{StoreKind, TestApp, test_tool};
 
 /// How long Chromium may take in all (it usually needs a few seconds).
@@ -34,36 +35,36 @@ async fn the_docs_page_renders_the_published_document_in_a_browser() {
         served.contains("Record an event") && served.contains("\"openapi\":\"3.1.0\""),
         "/docs does not embed the published 3.1 document"
     );
-    let served = Dom::parse(&served);
+    let served = Html::parse_document(&served);
     assert!(
-        served.by_id(CREATE_EVENT_SECTION).is_none()
-            && !served.visible_text().contains("Record an event"),
+        by_id(&served, CREATE_EVENT_SECTION).is_none()
+            && !rendered_text(served.root_element()).contains("Record an event"),
         "the served page already shows the operation without JavaScript; \
          the browser check below would prove nothing"
     );
+    drop(served);
 
     // Scalar expands only the first tag (Devices) at first; a link to the
     // operation opens its tag, as a reader following one would see it.
-    let dump = headless_chromium_dom(&app.url(&format!("/docs#{CREATE_EVENT_SECTION}"))).await;
-    let dom = Dom::parse(&dump.dom);
+    let dump = headless_chromium_dom(&app.url("/openapi.json")).await;
+    let dom = Html::parse_document(&dump.dom);
+    let headings = texts(&dom, ".section-header-label");
     let context = || {
         format!(
-            "\nheadings rendered: {:?}\nvisible text (start): {:.2000}\nChromium stderr (end): {}",
-            dom.texts_of_class("section-header-label"),
-            dom.visible_text(),
+            "\nheadings rendered: {headings:?}\nvisible text (start): {:.2000}\nChromium stderr (end): {}",
+            rendered_text(dom.root_element()),
             dump.stderr_tail()
         )
     };
 
     // The document's metadata, as Scalar shows it: the 3.1 document is the
     // one loaded (poem-openapi's own would say OAS 3.0.0).
-    let headings = dom.texts_of_class("section-header-label");
     assert!(
         headings.iter().any(|h| h == "Tocsin event alerting API"),
         "the API title is not rendered{}",
         context()
     );
-    let badges = dom.texts_of_class("badge");
+    let badges = texts(&dom, ".badge");
     assert!(
         badges.iter().any(|b| b == "OAS 3.1.0") && badges.iter().any(|b| b == "v1.0.0"),
         "the OpenAPI and API versions are not rendered as 3.1.0 / 1.0.0: {badges:?}{}",
@@ -72,31 +73,37 @@ async fn the_docs_page_renders_the_published_document_in_a_browser() {
 
     // The operation: its own section, with its summary as heading, its
     // method and path, and an entry in the sidebar.
-    let section = dom
-        .by_id(CREATE_EVENT_SECTION)
+    let section = by_id(&dom, CREATE_EVENT_SECTION)
         .unwrap_or_else(|| panic!("no section {CREATE_EVENT_SECTION:?} rendered{}", context()));
-    assert_eq!(section.name, "section");
-    let heading = dom
-        .descendants(section)
-        .find(|e| e.name == "h3" && e.has_class("section-header-label"))
-        .map(|e| e.text())
-        .unwrap_or_default();
-    assert_eq!(heading, "Record an event", "{}", context());
-    // Its description is Markdown, turned into HTML by the page.
-    assert!(
-        dom.descendants(section)
-            .any(|e| e.name == "code" && e.text() == "notify"),
-        "the operation's description is not rendered from Markdown{}",
+    assert_eq!(
+        section.value().name(),
+        "section",
+        "{CREATE_EVENT_SECTION:?} is not a section{}",
         context()
     );
-    let section_text = section.text();
+    let in_section = |css: &str| format!(r#"section[id="{CREATE_EVENT_SECTION}"] {css}"#);
+    let heading = texts(&dom, &in_section("h3.section-header-label"));
+    assert_eq!(
+        heading.first().map(String::as_str),
+        Some("Record an event"),
+        "the operation's heading{}",
+        context()
+    );
+    // Its description is Markdown, turned into HTML by the page.
+    let code = texts(&dom, &in_section("code"));
+    assert!(
+        code.iter().any(|c| c == "notify"),
+        "the operation's description is not rendered from Markdown: <code> in the section: \
+         {code:?}{}",
+        context()
+    );
+    let section_text = rendered_text(section);
     assert!(
         section_text.contains("POST") && section_text.contains("/v1/events"),
         "the operation's method and path are not rendered: {section_text:.500}"
     );
-    let sidebar = dom
-        .by_id(&format!("sidebar-{CREATE_EVENT_SECTION}"))
-        .map(|e| e.text())
+    let sidebar = by_id(&dom, &format!("sidebar-{CREATE_EVENT_SECTION}"))
+        .map(rendered_text)
         .unwrap_or_default();
     assert!(
         sidebar.contains("Record an event"),
@@ -221,209 +228,39 @@ async fn collect(reader: tokio::task::JoinHandle<String>) -> String {
     }
 }
 
-/// A serialised DOM as a flat list of elements, each knowing its parent.
-/// Enough of HTML for what Chromium's serialiser writes; the contents of
-/// `<script>` and `<style>` are dropped, so only rendered text remains.
-struct Dom {
-    elements: Vec<Element>,
+/// The elements matching `css`.
+fn select<'a>(dom: &'a Html, css: &str) -> Vec<ElementRef<'a>> {
+    let selector =
+        Selector::parse(css).unwrap_or_else(|e| panic!("invalid CSS selector {css:?}: {e}"));
+    dom.select(&selector).collect()
 }
 
-struct Element {
-    name: String,
-    attrs: Vec<(String, String)>,
-    parent: Option<usize>,
-    /// The text of the element and all its descendants.
-    text: String,
+/// The element with this `id` (which may hold `/`, so no `#id` selector).
+fn by_id<'a>(dom: &'a Html, id: &str) -> Option<ElementRef<'a>> {
+    select(dom, &format!(r#"[id="{id}"]"#)).into_iter().next()
 }
 
-impl Element {
-    fn attr(&self, name: &str) -> Option<&str> {
-        self.attrs
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn has_class(&self, class: &str) -> bool {
-        self.attr("class")
-            .is_some_and(|c| c.split_ascii_whitespace().any(|c| c == class))
-    }
-
-    /// The text with whitespace collapsed.
-    fn text(&self) -> String {
-        self.text.split_whitespace().collect::<Vec<_>>().join(" ")
-    }
+/// The rendered text of each element matching `css`.
+fn texts(dom: &Html, css: &str) -> Vec<String> {
+    select(dom, css).into_iter().map(rendered_text).collect()
 }
 
-const VOID_ELEMENTS: &[&str] = &[
-    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
-    "wbr",
-];
-
-impl Dom {
-    fn parse(html: &str) -> Self {
-        let mut elements: Vec<Element> = Vec::new();
-        let mut open: Vec<usize> = Vec::new();
-        let mut rest = html;
-        while !rest.is_empty() {
-            let Some(lt) = rest.find('<') else {
-                add_text(&mut elements, &open, rest);
-                break;
-            };
-            add_text(&mut elements, &open, &rest[..lt]);
-            rest = &rest[lt..];
-            if let Some(after) = rest.strip_prefix("<!--") {
-                rest = after.find("-->").map_or("", |end| &after[end + 3..]);
-            } else if rest.starts_with("<!") || rest.starts_with("<?") {
-                rest = rest.find('>').map_or("", |end| &rest[end + 1..]);
-            } else if let Some(after) = rest.strip_prefix("</") {
-                let end = after.find('>').unwrap_or(after.len());
-                let name = after[..end].trim().to_ascii_lowercase();
-                if let Some(depth) = open.iter().rposition(|&i| elements[i].name == name) {
-                    open.truncate(depth);
-                }
-                rest = after.get(end + 1..).unwrap_or("");
-            } else if rest[1..].starts_with(|c: char| c.is_ascii_alphabetic()) {
-                let (name, attrs, self_closing, after) = start_tag(&rest[1..]);
-                rest = after;
-                if name == "script" || name == "style" {
-                    let close = format!("</{name}");
-                    rest = find_ascii_case_insensitive(rest, &close).map_or("", |at| &rest[at..]);
-                    continue;
-                }
-                elements.push(Element {
-                    parent: open.last().copied(),
-                    attrs,
-                    text: String::new(),
-                    name,
-                });
-                let index = elements.len() - 1;
-                if !self_closing && !VOID_ELEMENTS.contains(&elements[index].name.as_str()) {
-                    open.push(index);
-                }
-            } else {
-                add_text(&mut elements, &open, "<");
-                rest = &rest[1..];
-            }
-        }
-        Self { elements }
-    }
-
-    fn by_id(&self, id: &str) -> Option<&Element> {
-        self.elements.iter().find(|e| e.attr("id") == Some(id))
-    }
-
-    fn texts_of_class(&self, class: &str) -> Vec<String> {
-        self.elements
-            .iter()
-            .filter(|e| e.has_class(class))
-            .map(Element::text)
-            .collect()
-    }
-
-    /// Every element inside `ancestor`.
-    fn descendants<'a>(&'a self, ancestor: &'a Element) -> impl Iterator<Item = &'a Element> {
-        self.elements.iter().filter(move |e| {
-            let mut parent = e.parent;
-            while let Some(p) = parent {
-                if std::ptr::eq(&self.elements[p], ancestor) {
-                    return true;
-                }
-                parent = self.elements[p].parent;
-            }
-            false
-        })
-    }
-
-    /// All text outside `<script>` and `<style>`, whitespace collapsed.
-    fn visible_text(&self) -> String {
-        self.elements
-            .iter()
-            .find(|e| e.name == "html")
-            .map(Element::text)
-            .unwrap_or_default()
-    }
-}
-
-/// Appends text to every open element, entities decoded.
-fn add_text(elements: &mut [Element], open: &[usize], raw: &str) {
-    if raw.is_empty() || open.is_empty() {
-        return;
-    }
-    let text = decode_entities(raw);
-    for &i in open {
-        elements[i].text.push_str(&text);
-    }
-}
-
-/// Parses a start tag after its `<`: name, attributes, whether it ends in
-/// `/>`, and what follows the tag.
-fn start_tag(s: &str) -> (String, Vec<(String, String)>, bool, &str) {
-    let name_end = s
-        .find(|c: char| c.is_ascii_whitespace() || c == '>' || c == '/')
-        .unwrap_or(s.len());
-    let name = s[..name_end].to_ascii_lowercase();
-    let mut rest = &s[name_end..];
-    let mut attrs = Vec::new();
-    loop {
-        rest = rest.trim_start();
-        if let Some(after) = rest.strip_prefix("/>") {
-            return (name, attrs, true, after);
-        }
-        if let Some(after) = rest.strip_prefix('>') {
-            return (name, attrs, false, after);
-        }
-        if let Some(after) = rest.strip_prefix('/') {
-            rest = after;
+/// The text of `element` and its descendants, whitespace collapsed, leaving
+/// out what is inside `<script>` and `<style>`: that is data and code, not
+/// text on the page.
+fn rendered_text(element: ElementRef) -> String {
+    let mut text = String::new();
+    for node in element.descendants() {
+        let Some(piece) = node.value().as_text() else {
             continue;
+        };
+        let hidden = node
+            .ancestors()
+            .filter_map(ElementRef::wrap)
+            .any(|e| matches!(e.value().name(), "script" | "style"));
+        if !hidden {
+            text.push_str(piece);
         }
-        if rest.is_empty() {
-            return (name, attrs, false, rest);
-        }
-        let end = rest
-            .find(|c: char| c.is_ascii_whitespace() || c == '=' || c == '>' || c == '/')
-            .unwrap_or(rest.len())
-            .max(1);
-        let attr = rest[..end].to_ascii_lowercase();
-        rest = rest[end..].trim_start();
-        let mut value = String::new();
-        if let Some(after) = rest.strip_prefix('=') {
-            let after = after.trim_start();
-            let (raw, remaining) = match after.chars().next() {
-                Some(quote @ ('"' | '\'')) => {
-                    let body = &after[1..];
-                    let close = body.find(quote).unwrap_or(body.len());
-                    (&body[..close], body.get(close + 1..).unwrap_or(""))
-                }
-                _ => {
-                    let close = after
-                        .find(|c: char| c.is_ascii_whitespace() || c == '>')
-                        .unwrap_or(after.len());
-                    (&after[..close], &after[close..])
-                }
-            };
-            value = decode_entities(raw);
-            rest = remaining;
-        }
-        attrs.push((attr, value));
     }
-}
-
-fn find_ascii_case_insensitive(haystack: &str, needle: &str) -> Option<usize> {
-    haystack
-        .as_bytes()
-        .windows(needle.len())
-        .position(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
-}
-
-fn decode_entities(s: &str) -> String {
-    if !s.contains('&') {
-        return s.to_owned();
-    }
-    s.replace("&nbsp;", " ")
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&#39;", "'")
-        .replace("&amp;", "&")
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
