@@ -29,6 +29,20 @@ pub struct Proxy {
 }
 
 impl Proxy {
+    /// A proxy in front of the tests' RabbitMQ, and the AMQP URL that
+    /// reaches the broker through it.
+    pub async fn to_broker() -> (Self, String) {
+        let url = crate::amqp_url();
+        let upstream = tokio::net::lookup_host("127.0.0.1:5672")
+            .await
+            .expect("resolves")
+            .next()
+            .expect("address");
+        let proxy = Self::start(upstream).await;
+        let through = url.replace("127.0.0.1:5672", &proxy.addr().to_string());
+        (proxy, through)
+    }
+
     pub async fn start(upstream: SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy binds");
         let addr = listener.local_addr().expect("proxy address");

@@ -277,26 +277,21 @@ fn keys_made_while_the_server_runs_work_at_once_and_revocation_is_immediate() {
     assert_eq!(server.post_event(&key), 401);
 }
 
+// SIGTERM on the binary: tests/e2e/shutdown.rs.
+
 #[test]
-fn sigterm_stops_the_server_cleanly() {
+fn healthcheck_exits_zero_only_while_the_server_is_ready() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut server = Server::start(&embedded(dir.path()));
-    let pid = server.child.id().to_string();
-    let killed = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(status) = server.child.try_wait().expect("wait") {
-            assert!(status.success(), "exit status {status}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "ingest did not stop after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let server = Server::start(&embedded(dir.path()));
+    let mut env = embedded(dir.path());
+    env.push((
+        "INGEST_LISTEN",
+        server.base.trim_start_matches("http://").to_owned(),
+    ));
+    let ready = run(&env, &["healthcheck"]);
+    assert!(ready.status.success(), "{}", stderr(&ready));
+    drop(server);
+    let gone = run(&env, &["healthcheck"]);
+    assert!(!gone.status.success(), "healthy with no server");
+    assert!(stderr(&gone).contains("connecting"), "{}", stderr(&gone));
 }

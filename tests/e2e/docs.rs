@@ -46,7 +46,7 @@ async fn the_docs_page_renders_the_published_document_in_a_browser() {
 
     // Scalar expands only the first tag (Devices) at first; a link to the
     // operation opens its tag, as a reader following one would see it.
-    let dump = headless_chromium_dom(&app.url("/openapi.json")).await;
+    let dump = headless_chromium_dom(&app.url(&format!("/docs#{CREATE_EVENT_SECTION}"))).await;
     let dom = Html::parse_document(&dump.dom);
     let headings = texts(&dom, ".section-header-label");
     let context = || {

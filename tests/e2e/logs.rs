@@ -70,7 +70,21 @@ async fn a_request_id_follows_an_event_to_every_push_and_no_secret_is_logged() {
     let listening = ingest.wait_for_log("ingest listening", START).await;
     let base = format!("http://{}", listening["addr"].as_str().expect("addr"));
     let mut notifier = Service::start("notifier", &[], &notifier_env);
+    let port = notifier
+        .wait_for_log("metrics and health endpoints listening", START)
+        .await;
     notifier.wait_for_log("consuming notify jobs", START).await;
+    // The container image's health check, against the running binary.
+    let mut probe_env: Vec<(&str, String)> = notifier_env
+        .iter()
+        .filter(|(name, _)| *name != "NOTIFIER_LISTEN")
+        .cloned()
+        .collect();
+    probe_env.push((
+        "NOTIFIER_LISTEN",
+        port["addr"].as_str().expect("addr").to_owned(),
+    ));
+    tocsin_tests::process::run("notifier", &["healthcheck"], &probe_env);
 
     let client = reqwest::Client::new();
     let device = client

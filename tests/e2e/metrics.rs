@@ -1,12 +1,13 @@
-//! `/metrics` on both services, scraped after real traffic: every counter
-//! the operators rely on moves by exactly what the traffic did.
+//! The operators' endpoints: `/metrics` on both services, scraped after
+//! real traffic (every counter moves by exactly what the traffic did), and
+//! the notifier's readiness following the broker.
 
 use std::time::Duration;
 
 use notifier::push::PushOutcome;
 use serde_json::json;
 use tocsin_tests::{
-    Reply, StoreKind, amqp_url,
+    Reply, StoreKind,
     openmetrics::Scrape,
     pipeline::{Pipeline, token},
     proxy::Proxy,
@@ -213,13 +214,7 @@ async fn the_notifier_counts_jobs_pushes_retries_and_dead_letters() {
 
 #[tokio::test]
 async fn publish_failures_and_the_outbox_backlog_show_while_the_broker_is_away() {
-    let upstream = tokio::net::lookup_host("127.0.0.1:5672")
-        .await
-        .expect("resolves")
-        .next()
-        .expect("address");
-    let proxy = Proxy::start(upstream).await;
-    let through_proxy = amqp_url().replace("127.0.0.1:5672", &proxy.addr().to_string());
+    let (proxy, through_proxy) = Proxy::to_broker().await;
     let pipeline = Pipeline::with_broker(StoreKind::Sqlite, Some(through_proxy)).await;
     pipeline.register(&token(1), None).await;
     proxy.cut();
@@ -256,4 +251,50 @@ async fn publish_failures_and_the_outbox_backlog_show_while_the_broker_is_away()
         back.text()
     );
     pipeline.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_notifier_is_ready_only_while_it_consumes_from_the_broker() {
+    let (proxy, through_proxy) = Proxy::to_broker().await;
+    proxy.cut();
+    let test = tocsin_tests::TestConfig::new(StoreKind::Sqlite);
+    let store = common::store::open(&test.store_config(), Duration::from_secs(10))
+        .await
+        .expect("store opens");
+    let mut config = tocsin_tests::test_notifier_config();
+    config.amqp_url = Some(common::config::Secret::new(through_proxy));
+    config.queue_prefix = format!("t{}", uuid::Uuid::new_v4().simple());
+    config.broker_timeout_ms = 500;
+    let provider = std::sync::Arc::new(tocsin_tests::recording::RecordingProvider::default());
+    let running = notifier::start(&config, store, provider)
+        .await
+        .expect("starts without the broker");
+    let base = format!("http://{}", running.http_addr());
+    let client = reqwest::Client::new();
+    let status = |path: &'static str| {
+        let (client, base) = (client.clone(), base.clone());
+        async move {
+            client
+                .get(format!("{base}{path}"))
+                .send()
+                .await
+                .expect("sent")
+                .status()
+                .as_u16()
+        }
+    };
+
+    assert_eq!(status("/healthz").await, 200, "alive without the broker");
+    assert_eq!(status("/readyz").await, 503, "not ready without the broker");
+    proxy.restore();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while status("/readyz").await != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never ready after the broker came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    running.shutdown().await;
+    tocsin_tests::pipeline::delete_topology(&config).await;
 }

@@ -4,7 +4,7 @@
 
 use notifier::push::PushOutcome;
 use tocsin_tests::{
-    Reply, StoreKind, amqp_url,
+    Reply, StoreKind,
     pipeline::{Pipeline, token},
     proxy::Proxy,
 };
@@ -236,13 +236,7 @@ async fn rabbitmq_gives_up_after_the_last_retry() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_posted_while_the_broker_is_unreachable_are_all_pushed_once_it_returns() {
-    let upstream = tokio::net::lookup_host("127.0.0.1:5672")
-        .await
-        .expect("resolves")
-        .next()
-        .expect("address");
-    let proxy = Proxy::start(upstream).await;
-    let through_proxy = amqp_url().replace("127.0.0.1:5672", &proxy.addr().to_string());
+    let (proxy, through_proxy) = Proxy::to_broker().await;
     let pipeline = Pipeline::with_broker(StoreKind::Sqlite, Some(through_proxy)).await;
     let device = token(8);
     pipeline.register(&device, None).await;

@@ -13,20 +13,12 @@ const START: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_requests_in_flight_flushes_the_outbox_and_exits_zero() {
-    let upstream = tokio::net::lookup_host("127.0.0.1:5672")
-        .await
-        .expect("resolves")
-        .next()
-        .expect("address");
-    let broker = Proxy::start(upstream).await;
+    let (broker, through_proxy) = Proxy::to_broker().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
     let env = vec![
         ("INGEST_DATA_DIR", dir.path().display().to_string()),
-        (
-            "AMQP_URL",
-            amqp_url().replace("127.0.0.1:5672", &broker.addr().to_string()),
-        ),
+        ("AMQP_URL", through_proxy),
         ("INGEST_QUEUE_PREFIX", prefix.clone()),
         ("INGEST_LISTEN", "127.0.0.1:0".to_owned()),
         ("INGEST_LOG_FORMAT", "json".to_owned()),
