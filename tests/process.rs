@@ -154,3 +154,17 @@ pub fn run(binary: &str, args: &[&str], env: &[(&str, String)]) -> String {
     );
     String::from_utf8(output.stdout).expect("utf-8 output")
 }
+
+/// POSTs `body` with `key` to a service started here; returns the status and
+/// the JSON answer.
+pub async fn post(base: &str, path: &str, key: &str, body: &Value) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .bearer_auth(key)
+        .json(body)
+        .send()
+        .await
+        .expect("sent");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("a JSON answer"))
+}

@@ -19,6 +19,7 @@ use prometheus_client::{
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
+    /// A standard method, or `OTHER`.
     pub method: String,
     /// The route's template (`/v1/events/{id}`), never the raw path, so
     /// the number of series stays bounded; `unmatched` for unknown paths.
@@ -152,7 +153,13 @@ pub struct RequestObserver {
 impl RequestObserver {
     pub fn observe(&self, method: &str, path: &str, status: StatusCode, elapsed: Duration) {
         let route = self.routes.template(path).to_owned();
-        let method = method.to_owned();
+        // Clients can send any token as a method; only the standard ones
+        // get a series of their own, so the number of series stays bounded.
+        let method = match method {
+            "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS" => method,
+            _ => "OTHER",
+        }
+        .to_owned();
         self.metrics
             .request_duration
             .get_or_create(&RouteLabels {

@@ -5,7 +5,11 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tocsin_tests::{amqp_url, mongo_uri, process::Service, unique_db_name};
+use tocsin_tests::{
+    amqp_url, mongo_uri,
+    process::{self, Service},
+    unique_db_name,
+};
 
 /// A P-256 key made for this test with `openssl genpkey`; it belongs to no
 /// Apple account. Configured as the APNs key so the real provider signs
@@ -87,24 +91,12 @@ async fn a_request_id_follows_an_event_to_every_push_and_no_secret_is_logged() {
     tocsin_tests::process::run("notifier", &["healthcheck"], &probe_env);
 
     let client = reqwest::Client::new();
-    let device = client
-        .post(format!("{base}/v1/devices"))
-        .bearer_auth(&api_key)
-        .json(&json!({ "token": DEVICE_TOKEN, "environment": "sandbox" }))
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(device.status(), 201);
-    let created: Value = client
-        .post(format!("{base}/v1/events"))
-        .bearer_auth(&api_key)
-        .json(&json!({ "channelName": "payments", "title": "Paid", "notify": true }))
-        .send()
-        .await
-        .expect("sent")
-        .json()
-        .await
-        .expect("json");
+    let device = json!({ "token": DEVICE_TOKEN, "environment": "sandbox" });
+    let (status, _) = process::post(&base, "/v1/devices", &api_key, &device).await;
+    assert_eq!(status, 201);
+    let event = json!({ "channelName": "payments", "title": "Paid", "notify": true });
+    let (status, created) = process::post(&base, "/v1/events", &api_key, &event).await;
+    assert_eq!(status, 201, "{created}");
     let request_id = created["requestId"].as_str().expect("requestId").to_owned();
     let event_id = created["data"]["id"].as_str().expect("id").to_owned();
 

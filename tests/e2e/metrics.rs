@@ -39,6 +39,9 @@ async fn ingest_counts_requests_limits_replays_publishes_and_embedded_pushes() {
     assert_eq!(wrong_key.status(), 401);
     let unknown = app.get("/nowhere", None).await;
     assert_eq!(unknown.status(), 404);
+    let brew = reqwest::Method::from_bytes(b"BREW").expect("a method token");
+    let odd = app.client.request(brew, app.url("/healthz")).send().await;
+    assert_eq!(odd.expect("sent").status(), 405);
     let (limited_key, _) = {
         let project = format!("p{}", uuid::Uuid::new_v4().simple());
         (app.create_key("acme", &project, Some(1)).await, project)
@@ -78,6 +81,7 @@ async fn ingest_counts_requests_limits_replays_publishes_and_embedded_pushes() {
         "{page}"
     );
     assert_eq!(requests(&scrape, "GET", "unmatched", "404"), 1.0, "{page}");
+    assert_eq!(requests(&scrape, "OTHER", "/healthz", "405"), 1.0, "{page}");
     // Lookups are counted under the route's template, not the event's id.
     assert!(
         requests(&scrape, "GET", "/v1/events/{id}", "200") >= 1.0,

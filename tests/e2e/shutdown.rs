@@ -6,7 +6,11 @@ use std::time::Duration;
 
 use common::store::{NotificationState, Scope, StoreConfig};
 use serde_json::{Value, json};
-use tocsin_tests::{amqp_url, process::Service, proxy::Proxy};
+use tocsin_tests::{
+    amqp_url,
+    process::{self, Service},
+    proxy::Proxy,
+};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 const START: Duration = Duration::from_secs(60);
@@ -40,19 +44,11 @@ async fn sigterm_finishes_requests_in_flight_flushes_the_outbox_and_exits_zero()
         .expect("addr")
         .to_owned();
     let base = format!("http://{addr}");
-    let client = reqwest::Client::new();
 
     broker.cut();
-    let during_outage: Value = client
-        .post(format!("{base}/v1/events"))
-        .bearer_auth(&key)
-        .json(&json!({ "channelName": "ops", "title": "During the outage", "notify": true }))
-        .send()
-        .await
-        .expect("sent")
-        .json()
-        .await
-        .expect("json");
+    let event = json!({ "channelName": "ops", "title": "During the outage", "notify": true });
+    let (status, during_outage) = process::post(&base, "/v1/events", &key, &event).await;
+    assert_eq!(status, 201, "{during_outage}");
     assert_eq!(
         during_outage["data"]["notification"]["state"], "pending",
         "{during_outage}"
