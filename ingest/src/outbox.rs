@@ -13,6 +13,7 @@ use common::{
     store::{Event, NotificationState, Store},
 };
 use tokio::sync::watch;
+use tracing::Instrument as _;
 
 use crate::metrics::IngestMetrics;
 
@@ -82,7 +83,13 @@ impl Outbox {
         };
         let mut published = 0;
         for event in &events {
-            if self.dispatch(event).await == NotificationState::Pending {
+            // The relay's lines about an event carry the id of the request
+            // that recorded it, like the rest of its story.
+            let span = tracing::info_span!(
+                "relay",
+                requestId = event.request_id.as_deref().unwrap_or("-"),
+            );
+            if self.dispatch(event).instrument(span).await == NotificationState::Pending {
                 // The broker is still away; try the rest next pass.
                 break;
             }

@@ -159,6 +159,11 @@ async fn a_request_id_follows_an_event_to_every_push_and_no_secret_is_logged() {
     for line in &about_event {
         assert_eq!(line["requestId"], request_id, "{line}");
     }
+    // One requestId per line: an event that also named the field would
+    // print a second, duplicate key next to the span's.
+    for line in ingest.lines().iter().chain(notifier.lines().iter()) {
+        assert!(line.matches("\"requestId\"").count() <= 1, "{line}");
+    }
 
     // No secret in any line, whatever the field.
     let pem_body: Vec<&str> = APNS_KEY
