@@ -59,6 +59,13 @@ impl Scrape {
                 .all(|(k, v)| present.contains(&format!("{k}=\"{v}").as_str()))
     }
 
+    /// Whether the page has the series at all (a zero counter included).
+    pub fn has(&self, name: &str, labels: &[(&str, &str)]) -> bool {
+        self.samples
+            .keys()
+            .any(|series| Self::matches(series, name, labels))
+    }
+
     /// The page as served, for failure messages.
     pub fn text(&self) -> &str {
         &self.text

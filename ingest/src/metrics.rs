@@ -92,6 +92,20 @@ impl IngestMetrics {
             "Notify jobs published to the queue, by whether the broker confirmed them",
             metrics.jobs_published.clone(),
         );
+        // Every known series exists from the start, at zero, so a fresh
+        // install shows the whole set and rate() has a starting point.
+        for limit in ["key", "auth_failures", "anonymous"] {
+            metrics
+                .rate_limited
+                .get_or_create(&LimitLabels { limit })
+                .inc_by(0);
+        }
+        for outcome in ["confirmed", "failed"] {
+            metrics
+                .jobs_published
+                .get_or_create(&PublishLabels { outcome })
+                .inc_by(0);
+        }
         registry.register(
             "outbox_backlog",
             "Events whose notify job has not been confirmed by the broker yet (all replicas)",

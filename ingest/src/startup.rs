@@ -20,7 +20,7 @@ use common::{
         JobQueue,
         amqp::{AmqpConfig, AmqpQueue},
     },
-    store::NotificationState,
+    store::{NotificationState, StoreConfig},
 };
 use notifier::{metrics::NotifierMetrics, push::PushProvider, worker::Inbox};
 use tokio::{sync::watch, task::JoinHandle};
@@ -69,23 +69,36 @@ impl Application {
     /// Like [`Application::build`], with the embedder's choices.
     pub async fn build_with(config: Config, options: Options) -> anyhow::Result<Self> {
         let addr = config.listen_addr()?;
-        let store = common::store::open(&config.store(), config.store_timeout())
+        let store_config = config.store();
+        let store = common::store::open(&store_config, config.store_timeout())
             .await
             .context("opening the store")?;
+        // Where things go, without the connection strings (credentials).
+        match &store_config {
+            StoreConfig::Mongo { database, .. } => {
+                tracing::info!(store = "mongodb", database = %database, "store opened");
+            }
+            StoreConfig::Sqlite { path } => {
+                tracing::info!(store = "sqlite", path = %path.display(), "store opened");
+            }
+        }
         let (stop, stopped) = watch::channel(false);
         let mut background = Vec::new();
         let mut registry = common::metrics::registry();
         let metrics = IngestMetrics::register(&mut registry);
         let queue: Arc<dyn JobQueue> = match config.amqp_url() {
-            Some(url) => Arc::new(AmqpQueue::new(AmqpConfig {
-                url: url.to_owned(),
-                prefix: config.queue_prefix.clone(),
-                timeout: Duration::from_millis(config.broker_timeout_ms),
-                retry: options.notifier.as_ref().map_or_else(
-                    || notifier::Config::defaults().retry(),
-                    notifier::Config::retry,
-                ),
-            })),
+            Some(url) => {
+                tracing::info!(prefix = %config.queue_prefix, "notify jobs go to RabbitMQ");
+                Arc::new(AmqpQueue::new(AmqpConfig {
+                    url: url.to_owned(),
+                    prefix: config.queue_prefix.clone(),
+                    timeout: Duration::from_millis(config.broker_timeout_ms),
+                    retry: options.notifier.as_ref().map_or_else(
+                        || notifier::Config::defaults().retry(),
+                        notifier::Config::retry,
+                    ),
+                }))
+            }
             None => {
                 let notifier_config = match options.notifier {
                     Some(c) => c,

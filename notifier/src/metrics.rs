@@ -46,6 +46,20 @@ impl NotifierMetrics {
             pushes: Family::default(),
             push_duration: latency(),
         };
+        // Every known series exists from the start, at zero, so a fresh
+        // install shows the whole set and rate() has a starting point.
+        for outcome in ["delivered", "device_gone", "rejected", "retry", "gave_up"] {
+            metrics
+                .pushes
+                .get_or_create(&PushLabels { outcome })
+                .inc_by(0);
+        }
+        for reason in ["push", "error"] {
+            metrics
+                .job_retries
+                .get_or_create(&RetryLabels { reason })
+                .inc_by(0);
+        }
         registry.register(
             "notifier_jobs_consumed",
             "Notify jobs taken from the queue (redeliveries included)",
@@ -73,10 +87,5 @@ impl NotifierMetrics {
             metrics.push_duration.clone(),
         );
         metrics
-    }
-
-    /// Metrics registered nowhere, for code paths that are not observed.
-    pub fn unregistered() -> Self {
-        Self::register(&mut Registry::default())
     }
 }

@@ -26,6 +26,21 @@ async fn ingest_counts_requests_limits_replays_publishes_and_embedded_pushes() {
     let pipeline = Pipeline::embedded(StoreKind::Sqlite).await;
     let app = &pipeline.app;
     let key = &pipeline.key;
+    // Before any traffic, every known series is there, at zero.
+    let fresh = app.scrape().await;
+    for (name, label) in [
+        ("tocsin_rate_limited_total", ("limit", "anonymous")),
+        ("tocsin_jobs_published_total", ("outcome", "failed")),
+        ("tocsin_notifier_pushes_total", ("outcome", "device_gone")),
+        ("tocsin_notifier_job_retries_total", ("reason", "error")),
+    ] {
+        assert!(
+            fresh.has(name, &[label]),
+            "{name} {label:?}: {}",
+            fresh.text()
+        );
+        assert_eq!(fresh.value(name, &[label]), 0.0, "{name}");
+    }
     pipeline.register(&token(1), None).await;
 
     let body = json!({ "channelName": "payments", "title": "Paid", "notify": true });

@@ -219,7 +219,7 @@ impl EventsApi {
         if notify {
             event.notification = self.state.outbox.dispatch(&event).await;
         }
-        tracing::info!(event_id = %event.id, channel = %event.channel_name, "event recorded");
+        tracing::info!(eventId = %event.id, channel = %event.channel_name, "event recorded");
         Ok(CreateEventResponse::Created(Json(Success::new(
             EventOut::new(event, None),
             **request_id,
