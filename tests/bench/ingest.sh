@@ -10,7 +10,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 duration="${1:-20s}"
 connections="${2:-32}"
 cargo build --release --locked -p ingest --manifest-path "$root/Cargo.toml" >&2
-bin="$root/target/release/ingest"
+bin="${CARGO_TARGET_DIR:-$root/target}/release/ingest"
 data="$(mktemp -d)"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 export INGEST_DATA_DIR="$data" INGEST_LISTEN="127.0.0.1:$port" INGEST_LOG_FORMAT=json RUST_LOG=warn
