@@ -14,8 +14,8 @@ use poem::{
 };
 use serde_json::Value;
 
-use common::metrics::Registry;
 use common::{
+    metrics::Registry,
     queue::{
         JobQueue,
         amqp::{AmqpConfig, AmqpQueue},
