@@ -2,7 +2,8 @@
 //! device, records each delivery, retries what can be retried.
 //!
 //! [`worker`] is the consume loop, [`deliver`] what one job does, [`push`]
-//! the providers. The same code runs as the `notifier` binary (RabbitMQ) and
+//! the providers, [`metrics`] what is counted and [`http`] the port that
+//! serves it with the health checks. The same code runs as the `notifier` binary (RabbitMQ) and
 //! inside ingest in embedded mode (in-process queue), see [`spawn`].
 
 pub mod config;
