@@ -280,14 +280,33 @@ impl TestApp {
         self.post("/v1/events", key, body).await
     }
 
-    /// GETs `path`, with a key when given.
-    pub async fn get(&self, path: &str, key: Option<&str>) -> reqwest::Response {
-        let request = self.client.get(self.url(path));
-        let request = match key {
-            Some(key) => request.bearer_auth(key),
-            None => request,
-        };
-        request.send().await.expect("request sent")
+    /// GETs `path` without a key.
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    /// GETs `path` with a key.
+    pub async fn get_as(&self, path: &str, key: &str) -> reqwest::Response {
+        self.client
+            .get(self.url(path))
+            .bearer_auth(key)
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    /// DELETEs `path` with a key.
+    pub async fn delete_as(&self, path: &str, key: &str) -> reqwest::Response {
+        self.client
+            .delete(self.url(path))
+            .bearer_auth(key)
+            .send()
+            .await
+            .expect("request sent")
     }
 
     /// This ingest's `/metrics`.

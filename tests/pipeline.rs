@@ -114,12 +114,8 @@ impl Pipeline {
     pub async fn lookup(&self, id: &str) -> Reply {
         Reply::of(
             self.app
-                .client
-                .get(self.app.url(&format!("/v1/events/{id}")))
-                .bearer_auth(&self.key)
-                .send()
-                .await
-                .expect("sent"),
+                .get_as(&format!("/v1/events/{id}"), &self.key)
+                .await,
         )
         .await
     }

@@ -75,7 +75,7 @@ async fn a_revoked_key_gets_401(kind: StoreKind) {
 async fn public_routes_need_no_key(kind: StoreKind) {
     let app = TestApp::spawn(kind).await;
     for route in ["/openapi.json", "/healthz", "/readyz", "/docs"] {
-        let r = app.client.get(app.url(route)).send().await.expect("sent");
+        let r = app.get(route).await;
         assert_eq!(r.status(), 200, "{route}");
         assert!(r.headers().contains_key("x-ratelimit-limit"), "{route}");
         assert!(r.headers().contains_key("x-request-id"), "{route}");
@@ -111,12 +111,7 @@ async fn failed_authentication_is_limited_per_address(kind: StoreKind) {
     let locked = send(&app, Some(&format!("Bearer {key}"))).await;
     locked.assert_error_envelope(429);
     // Other routes are not affected.
-    let docs = app
-        .client
-        .get(app.url("/healthz"))
-        .send()
-        .await
-        .expect("sent");
+    let docs = app.get("/healthz").await;
     assert_eq!(docs.status(), 200);
 }
 

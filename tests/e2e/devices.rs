@@ -41,17 +41,7 @@ async fn devices_are_registered_updated_listed_and_deleted(kind: StoreKind) {
 
     let list = |k: String| {
         let app = &app;
-        async move {
-            Reply::of(
-                app.client
-                    .get(app.url("/v1/devices"))
-                    .bearer_auth(k)
-                    .send()
-                    .await
-                    .expect("sent"),
-            )
-            .await
-        }
+        async move { Reply::of(app.get_as("/v1/devices", &k).await).await }
     };
     let listed = list(key.clone()).await;
     assert_eq!(
@@ -68,47 +58,15 @@ async fn devices_are_registered_updated_listed_and_deleted(kind: StoreKind) {
     );
 
     let id = device["id"].as_str().expect("id");
-    let url = app.url(&format!("/v1/devices/{id}"));
-    let foreign = Reply::of(
-        app.client
-            .delete(&url)
-            .bearer_auth(&other_key)
-            .send()
-            .await
-            .expect("sent"),
-    )
-    .await;
+    let path = format!("/v1/devices/{id}");
+    let foreign = Reply::of(app.delete_as(&path, &other_key).await).await;
     foreign.assert_error_envelope(404);
-    let deleted = Reply::of(
-        app.client
-            .delete(&url)
-            .bearer_auth(&key)
-            .send()
-            .await
-            .expect("sent"),
-    )
-    .await;
+    let deleted = Reply::of(app.delete_as(&path, &key).await).await;
     assert_eq!(deleted.status, 200);
     assert_eq!(deleted.body["data"], json!({ "id": id, "deleted": true }));
-    let twice = Reply::of(
-        app.client
-            .delete(&url)
-            .bearer_auth(&key)
-            .send()
-            .await
-            .expect("sent"),
-    )
-    .await;
+    let twice = Reply::of(app.delete_as(&path, &key).await).await;
     twice.assert_error_envelope(404);
-    let not_uuid = Reply::of(
-        app.client
-            .delete(app.url("/v1/devices/nope"))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .expect("sent"),
-    )
-    .await;
+    let not_uuid = Reply::of(app.delete_as("/v1/devices/nope", &key).await).await;
     not_uuid.assert_error_envelope(404);
     assert_eq!(list(key).await.body["data"]["devices"], json!([]));
 }
@@ -159,39 +117,19 @@ async fn events_are_looked_up_within_their_project(kind: StoreKind) {
     )
     .await;
     let id = created.body["data"]["id"].as_str().expect("id").to_owned();
-    let url = app.url(&format!("/v1/events/{id}"));
-    let found = Reply::of(
-        app.client
-            .get(&url)
-            .bearer_auth(&key)
-            .send()
-            .await
-            .expect("sent"),
-    )
-    .await;
+    let path = format!("/v1/events/{id}");
+    let found = Reply::of(app.get_as(&path, &key).await).await;
     assert_eq!(found.status, 200);
     assert_eq!(found.body["data"]["title"], "t");
     assert_eq!(
         found.body["data"]["notification"],
         json!({ "state": "skipped", "deliveries": [] })
     );
-    let foreign = Reply::of(
-        app.client
-            .get(&url)
-            .bearer_auth(&other_key)
-            .send()
-            .await
-            .expect("sent"),
-    )
-    .await;
+    let foreign = Reply::of(app.get_as(&path, &other_key).await).await;
     foreign.assert_error_envelope(404);
     let unknown = Reply::of(
-        app.client
-            .get(app.url(&format!("/v1/events/{}", uuid::Uuid::now_v7())))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .expect("sent"),
+        app.get_as(&format!("/v1/events/{}", uuid::Uuid::now_v7()), &key)
+            .await,
     )
     .await;
     unknown.assert_error_envelope(404);

@@ -28,7 +28,7 @@ async fn the_docs_page_renders_the_published_document_in_a_browser() {
 
     // The premise: the served page has the operation only inside <script>,
     // so finding it below proves the JavaScript rendered it.
-    let response = app.client.get(app.url("/docs")).send().await.expect("sent");
+    let response = app.get("/docs").await;
     assert_eq!(response.status(), 200);
     let served = response.text().await.expect("body");
     assert!(

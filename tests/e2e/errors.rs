@@ -11,49 +11,18 @@ use tocsin_tests::{
 async fn unknown_routes_and_methods_get_the_envelope(kind: StoreKind) {
     let app = TestApp::spawn(kind).await;
     let (key, _) = app.new_key().await;
-    let anonymous = Reply::of(
-        app.client
-            .get(app.url("/no/such/page"))
-            .send()
-            .await
-            .expect("sent"),
-    )
-    .await;
+    let anonymous = Reply::of(app.get("/no/such/page").await).await;
     anonymous.assert_error_envelope(404);
     anonymous.assert_rate_limit_headers();
 
-    let under_v1 = Reply::of(
-        app.client
-            .get(app.url("/v1/unknown"))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .expect("sent"),
-    )
-    .await;
+    let under_v1 = Reply::of(app.get_as("/v1/unknown", &key).await).await;
     under_v1.assert_error_envelope(404);
 
-    let method = Reply::of(
-        app.client
-            .get(app.url("/v1/events"))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .expect("sent"),
-    )
-    .await;
+    let method = Reply::of(app.get_as("/v1/events", &key).await).await;
     method.assert_error_envelope(405);
     method.assert_rate_limit_headers();
 
-    let delete = Reply::of(
-        app.client
-            .delete(app.url("/v1/identify"))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .expect("sent"),
-    )
-    .await;
+    let delete = Reply::of(app.delete_as("/v1/identify", &key).await).await;
     delete.assert_error_envelope(405);
 }
 
@@ -122,21 +91,9 @@ async fn a_silent_store_gives_503_within_the_deadline_then_recovers() {
         started.elapsed() < Duration::from_secs(10),
         "answered, not hung"
     );
-    let ready = Reply::of(
-        app.client
-            .get(app.url("/readyz"))
-            .send()
-            .await
-            .expect("sent"),
-    )
-    .await;
+    let ready = Reply::of(app.get("/readyz").await).await;
     ready.assert_error_envelope(503);
-    let live = app
-        .client
-        .get(app.url("/healthz"))
-        .send()
-        .await
-        .expect("sent");
+    let live = app.get("/healthz").await;
     assert_eq!(live.status(), 200, "liveness does not depend on the store");
 
     proxy.restore();
@@ -149,12 +106,7 @@ async fn a_silent_store_gives_503_within_the_deadline_then_recovers() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert!(recovered, "requests succeed again once the store is back");
-    let ready = app
-        .client
-        .get(app.url("/readyz"))
-        .send()
-        .await
-        .expect("sent");
+    let ready = app.get("/readyz").await;
     assert_eq!(ready.status(), 200);
     assert!(app.store.count_events(&scope).await.expect("count") >= 2);
 }

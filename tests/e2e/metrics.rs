@@ -52,7 +52,7 @@ async fn ingest_counts_requests_limits_replays_publishes_and_embedded_pushes() {
     assert_eq!(invalid.status(), 400);
     let wrong_key = app.post_event("tocsin_wrong", &body).await;
     assert_eq!(wrong_key.status(), 401);
-    let unknown = app.get("/nowhere", None).await;
+    let unknown = app.get("/nowhere").await;
     assert_eq!(unknown.status(), 404);
     let brew = reqwest::Method::from_bytes(b"BREW").expect("a method token");
     let odd = app.client.request(brew, app.url("/healthz")).send().await;
@@ -61,14 +61,8 @@ async fn ingest_counts_requests_limits_replays_publishes_and_embedded_pushes() {
         let project = format!("p{}", uuid::Uuid::new_v4().simple());
         (app.create_key("acme", &project, Some(1)).await, project)
     };
-    assert_eq!(
-        app.get("/v1/devices", Some(&limited_key)).await.status(),
-        200
-    );
-    assert_eq!(
-        app.get("/v1/devices", Some(&limited_key)).await.status(),
-        429
-    );
+    assert_eq!(app.get_as("/v1/devices", &limited_key).await.status(), 200);
+    assert_eq!(app.get_as("/v1/devices", &limited_key).await.status(), 429);
 
     let id = first.body["data"]["id"].as_str().expect("id").to_owned();
     pipeline.settled(&id, "delivered").await;

@@ -72,17 +72,7 @@ async fn a_dead_token_deactivates_its_device(pipeline: Pipeline) {
     pipeline
         .settled(first["id"].as_str().expect("id"), "delivered")
         .await;
-    let devices = Reply::of(
-        pipeline
-            .app
-            .client
-            .get(pipeline.app.url("/v1/devices"))
-            .bearer_auth(&pipeline.key)
-            .send()
-            .await
-            .expect("sent"),
-    )
-    .await;
+    let devices = Reply::of(pipeline.app.get_as("/v1/devices", &pipeline.key).await).await;
     let listed = devices.body["data"]["devices"]
         .as_array()
         .expect("devices")

@@ -8,12 +8,7 @@ use tocsin_tests::{StoreKind, TestApp, test_tool};
 
 async fn document() -> Value {
     let app = TestApp::spawn(StoreKind::Sqlite).await;
-    let response = app
-        .client
-        .get(app.url("/openapi.json"))
-        .send()
-        .await
-        .expect("sent");
+    let response = app.get("/openapi.json").await;
     assert_eq!(response.status(), 200);
     response.json().await.expect("JSON")
 }

@@ -43,13 +43,7 @@ async fn every_response_reports_the_rate_limit(kind: StoreKind) {
         "rejected requests count too"
     );
 
-    let not_found = app
-        .client
-        .get(app.url("/v1/nothing-here"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .expect("sent");
+    let not_found = app.get_as("/v1/nothing-here", &key).await;
     let not_found = Reply::of(not_found).await;
     not_found.assert_error_envelope(404);
     not_found.assert_rate_limit_headers();
