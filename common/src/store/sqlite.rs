@@ -182,6 +182,14 @@ fn backend(e: tokio_rusqlite::Error<rusqlite::Error>) -> StoreError {
     }
 }
 
+/// States as one JSON array parameter, matched with
+/// `notification_state IN (SELECT value FROM json_each(?))`: one fixed,
+/// cacheable statement whatever the number of states.
+fn state_list(states: &[NotificationState]) -> String {
+    let names: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
+    serde_json::to_string(&names).expect("a list of names serialises")
+}
+
 fn ts(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
@@ -613,21 +621,21 @@ impl Store for SqliteStore {
         to: NotificationState,
     ) -> StoreResult<bool> {
         let scope = scope.clone();
-        let from: Vec<&'static str> = from.iter().map(|s| s.as_str()).collect();
+        let from = state_list(from);
         self.run(move |c| {
-            let placeholders = (0..from.len()).map(|i| format!("?{}", i + 5)).collect::<Vec<_>>().join(",");
-            let sql = format!(
-                "UPDATE events SET notification_state = ?4 \
-                 WHERE id = ?1 AND org = ?2 AND project = ?3 AND notification_state IN ({placeholders})"
-            );
-            let mut values: Vec<Box<dyn rusqlite::ToSql>> = vec![
-                Box::new(event_id.to_string()),
-                Box::new(scope.org),
-                Box::new(scope.project),
-                Box::new(to.as_str()),
-            ];
-            values.extend(from.into_iter().map(|s| Box::new(s) as Box<dyn rusqlite::ToSql>));
-            let n = c.execute(&sql, rusqlite::params_from_iter(values))?;
+            let n = c
+                .prepare_cached(
+                    "UPDATE events SET notification_state = ?4 \
+                     WHERE id = ?1 AND org = ?2 AND project = ?3 \
+                     AND notification_state IN (SELECT value FROM json_each(?5))",
+                )?
+                .execute(params![
+                    event_id.to_string(),
+                    scope.org,
+                    scope.project,
+                    to.as_str(),
+                    from
+                ])?;
             Ok(n == 1)
         })
         .await
@@ -639,26 +647,15 @@ impl Store for SqliteStore {
         created_before: DateTime<Utc>,
         limit: u32,
     ) -> StoreResult<Vec<Event>> {
-        let states: Vec<&'static str> = states.iter().map(|s| s.as_str()).collect();
+        let states = state_list(states);
         self.run(move |c| {
-            let placeholders = (0..states.len())
-                .map(|i| format!("?{}", i + 3))
-                .collect::<Vec<_>>()
-                .join(",");
-            let sql = format!(
+            c.prepare_cached(&format!(
                 "SELECT {EVENT_COLUMNS} FROM events WHERE created_at < ?1 \
-                 AND notification_state IN ({placeholders}) ORDER BY created_at LIMIT ?2"
-            );
-            let mut values: Vec<Box<dyn rusqlite::ToSql>> =
-                vec![Box::new(ts(&created_before)), Box::new(limit)];
-            values.extend(
-                states
-                    .into_iter()
-                    .map(|s| Box::new(s) as Box<dyn rusqlite::ToSql>),
-            );
-            c.prepare(&sql)?
-                .query_map(rusqlite::params_from_iter(values), event_from_row)?
-                .collect()
+                 AND notification_state IN (SELECT value FROM json_each(?3)) \
+                 ORDER BY created_at LIMIT ?2"
+            ))?
+            .query_map(params![ts(&created_before), limit, states], event_from_row)?
+            .collect()
         })
         .await
     }
