@@ -10,6 +10,15 @@ use std::{
 
 use anyhow::{Context as _, bail};
 
+/// How long the health check waits for each step before calling the
+/// service not ready (below the images' 6 s HEALTHCHECK timeout).
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The `healthcheck` subcommand: is the service on `listen` ready?
+pub fn ready(listen: SocketAddr) -> anyhow::Result<()> {
+    check(listen, "/readyz", TIMEOUT)
+}
+
 /// GETs `path` from the service listening on `listen` and returns Ok when it
 /// answers 200. A wildcard address (`0.0.0.0`, `::`) is asked on loopback.
 pub fn check(listen: SocketAddr, path: &str, timeout: Duration) -> anyhow::Result<()> {

@@ -92,9 +92,10 @@ pub async fn main() -> ExitCode {
     let result = match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(config).await,
         Command::Keys(command) => keys(config, command).await,
-        Command::Healthcheck => config.listen_addr().map_err(Into::into).and_then(|addr| {
-            common::probe::check(addr, "/readyz", std::time::Duration::from_secs(5))
-        }),
+        Command::Healthcheck => config
+            .listen_addr()
+            .map_err(Into::into)
+            .and_then(common::probe::ready),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -40,9 +40,10 @@ async fn main() -> ExitCode {
         }
     };
     if let Some(Command::Healthcheck) = cli.command {
-        let checked = config.listen_addr().map_err(Into::into).and_then(|addr| {
-            common::probe::check(addr, "/readyz", std::time::Duration::from_secs(5))
-        });
+        let checked = config
+            .listen_addr()
+            .map_err(Into::into)
+            .and_then(common::probe::ready);
         return match checked {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
