@@ -19,6 +19,8 @@ pub const WAIT: Duration = Duration::from_secs(30);
 pub struct Pipeline {
     pub app: TestApp,
     pub key: String,
+    /// The organization and project of `key`.
+    pub scope: common::store::Scope,
     pub provider: Arc<RecordingProvider>,
     pub notifier_config: notifier::Config,
     pub notifier: Option<notifier::Running>,
@@ -33,10 +35,11 @@ impl Pipeline {
             notifier: Some(test_notifier_config()),
         };
         let app = TestApp::spawn_with_options(TestConfig::new(kind), options).await;
-        let (key, _) = app.new_key().await;
+        let (key, scope) = app.new_key().await;
         Self {
             app,
             key,
+            scope,
             provider,
             notifier_config: test_notifier_config(),
             notifier: None,
@@ -64,11 +67,12 @@ impl Pipeline {
             notifier: Some(notifier_config.clone()),
         };
         let app = TestApp::spawn_with_options(test, options).await;
-        let (key, _) = app.new_key().await;
+        let (key, scope) = app.new_key().await;
         let provider = Arc::new(RecordingProvider::default());
         let mut pipeline = Self {
             app,
             key,
+            scope,
             provider,
             notifier_config,
             notifier: None,

@@ -32,6 +32,14 @@ pub struct NotifyJob {
     /// every active device of the project.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devices: Option<Vec<Uuid>>,
+    /// Times processing this job failed with an error of ours (the store or
+    /// the queue), as opposed to a push failing. Bounds a poison job.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failures: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Job {
@@ -42,6 +50,7 @@ impl Job {
             request_id,
             attempt: 0,
             devices: None,
+            failures: 0,
         })
     }
 

@@ -26,6 +26,7 @@ pub struct Config {
     pub broker_timeout_ms: u64,
     pub relay_interval_ms: u64,
     pub relay_grace_ms: u64,
+    pub requeue_after_seconds: u64,
     pub rate_limit_per_minute: u32,
     pub auth_failures_per_minute: u32,
     pub anonymous_rate_limit_per_minute: u32,
@@ -92,6 +93,7 @@ impl Config {
         for (var, value) in [
             ("INGEST_BROKER_TIMEOUT_MS", self.broker_timeout_ms),
             ("INGEST_RELAY_INTERVAL_MS", self.relay_interval_ms),
+            ("INGEST_REQUEUE_AFTER_SECONDS", self.requeue_after_seconds),
         ] {
             if value == 0 {
                 return Err(ConfigError::invalid(var, "must be at least 1"));
@@ -164,6 +166,14 @@ impl Config {
             None => StoreConfig::Sqlite {
                 path: self.data_dir.join("tocsin.sqlite3"),
             },
+        }
+    }
+
+    /// When the outbox relay looks at unsettled events.
+    pub fn relay_times(&self) -> crate::outbox::RelayTimes {
+        crate::outbox::RelayTimes {
+            grace: Duration::from_millis(self.relay_grace_ms),
+            requeue_after: Duration::from_secs(self.requeue_after_seconds),
         }
     }
 

@@ -4,9 +4,13 @@
 //! it with a fingerprint of method, path and body; a retry of a completed
 //! request replays its status and body with `X-Idempotent-Replay: true`; the
 //! same key with a different request gets 422, and while the first is still
-//! running 409. Validation failures (400) and server errors (5xx) release the
-//! key: nothing was written, so a corrected retry must be able to run.
-//! 401 and 429 never get this far. Claims expire after 24 hours.
+//! running 409. Validation failures (400) release the key: nothing was
+//! written, so a corrected retry must be able to run. Server errors (5xx,
+//! a store timeout among them) unlock it but keep it bound to the request:
+//! the first try may have written before failing, so only the same request
+//! may run again, and it reuses the id the first try reserved for what it
+//! creates, finding that instead of writing it twice. 401 and 429 never
+//! get this far. Claims expire after 24 hours.
 
 use std::{sync::Arc, time::Duration};
 
@@ -34,6 +38,32 @@ pub const TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// An in-flight claim older than this is presumed abandoned by a crashed
 /// process and may be taken over. Far longer than any request can run.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The id reserved for what a request under an Idempotency-Key creates,
+/// the same on every try (a request extension for the handler).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reserved(pub uuid::Uuid);
+
+/// What becomes of a claimed key once the request has its response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settle {
+    /// The final word: keep it to replay.
+    Complete,
+    /// Nothing was written: forget the key.
+    Release,
+    /// The outcome is unknown: unlock the key for the same request only.
+    Abandon,
+}
+
+fn settle_for(status: StatusCode) -> Settle {
+    if status.is_server_error() {
+        Settle::Abandon
+    } else if status == StatusCode::BAD_REQUEST {
+        Settle::Release
+    } else {
+        Settle::Complete
+    }
+}
 
 /// The key of a request, if it sent one: 1 to 255 visible ASCII characters.
 fn key_of(req: &Request) -> Result<Option<String>, ApiError> {
@@ -69,11 +99,6 @@ fn fingerprint(method: &Method, path: &str, body: &[u8]) -> String {
     hash.update(b"\n");
     hash.update(body);
     hex::encode(hash.finalize())
-}
-
-/// Whether a response is the final word on its request, to be replayed.
-fn is_replayable(status: StatusCode) -> bool {
-    !(status.is_server_error() || status == StatusCode::BAD_REQUEST)
 }
 
 /// The middleware: `EndpointExt::around` with the app state. Runs inside the
@@ -117,17 +142,34 @@ pub async fn idempotency<E: Endpoint + 'static>(
 
     let store = Arc::clone(&state.store);
     let begun = store
-        .begin_idempotent(&scope, &key, &print, common::time::now(), TTL, LOCK_TIMEOUT)
+        .begin_idempotent(
+            &scope,
+            &key,
+            &print,
+            uuid::Uuid::now_v7(),
+            common::time::now(),
+            TTL,
+            LOCK_TIMEOUT,
+        )
         .await;
     match begun {
-        Err(e) => Ok(ApiError::from(e).render(request_id)),
+        Err(e) => {
+            // The claim may still be written after the deadline; unlock it
+            // (in order, behind it) so the retry is not told 409 until the
+            // lock times out.
+            if let Err(unlock) = store.abandon_idempotent(&scope, &key).await {
+                tracing::debug!(error = %unlock, "could not unlock the idempotency key");
+            }
+            Ok(ApiError::from(e).render(request_id))
+        }
         Ok(IdempotencyBegin::Mismatch) => Ok(ApiError::IdempotencyMismatch.render(request_id)),
         Ok(IdempotencyBegin::InFlight) => Ok(ApiError::IdempotencyInFlight.render(request_id)),
         Ok(IdempotencyBegin::Replay(stored)) => {
             state.metrics.idempotent_replays.inc();
             Ok(replay(stored))
         }
-        Ok(IdempotencyBegin::Started) => {
+        Ok(IdempotencyBegin::Started { resource }) => {
+            req.extensions_mut().insert(Reserved(resource));
             // Run the request to the end on its own task: if the client hangs
             // up mid-way, the outcome is still recorded, so its retry replays
             // it instead of doing the work twice.
@@ -161,10 +203,15 @@ async fn finish(
     response: Response,
     request_id: RequestId,
 ) -> Response {
-    if !is_replayable(response.status()) {
-        if let Err(e) = store.release_idempotent(&scope, &key).await {
+    let unlocked = match settle_for(response.status()) {
+        Settle::Complete => None,
+        Settle::Release => Some(store.release_idempotent(&scope, &key).await),
+        Settle::Abandon => Some(store.abandon_idempotent(&scope, &key).await),
+    };
+    if let Some(unlocked) = unlocked {
+        if let Err(e) = unlocked {
             // The claim stays in flight until LOCK_TIMEOUT; retries get 409 until then.
-            tracing::warn!(error = %e, "could not release idempotency key");
+            tracing::warn!(error = %e, "could not unlock idempotency key");
         }
         return response;
     }
@@ -222,12 +269,15 @@ mod tests {
     }
 
     #[test]
-    fn validation_failures_and_server_errors_are_not_replayed() {
-        assert!(is_replayable(StatusCode::CREATED));
-        assert!(is_replayable(StatusCode::OK));
-        assert!(is_replayable(StatusCode::NOT_FOUND));
-        assert!(!is_replayable(StatusCode::BAD_REQUEST));
-        assert!(!is_replayable(StatusCode::INTERNAL_SERVER_ERROR));
-        assert!(!is_replayable(StatusCode::SERVICE_UNAVAILABLE));
+    fn validation_failures_release_the_key_and_server_errors_keep_it_bound() {
+        assert_eq!(settle_for(StatusCode::CREATED), Settle::Complete);
+        assert_eq!(settle_for(StatusCode::OK), Settle::Complete);
+        assert_eq!(settle_for(StatusCode::NOT_FOUND), Settle::Complete);
+        assert_eq!(settle_for(StatusCode::BAD_REQUEST), Settle::Release);
+        assert_eq!(
+            settle_for(StatusCode::INTERNAL_SERVER_ERROR),
+            Settle::Abandon
+        );
+        assert_eq!(settle_for(StatusCode::SERVICE_UNAVAILABLE), Settle::Abandon);
     }
 }

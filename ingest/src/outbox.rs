@@ -2,11 +2,19 @@
 //! its job is published with a confirm and the event marked `queued`. When
 //! the broker is down or does not confirm, the request still succeeds and the
 //! relay publishes the job later, so no such event is left without a job.
-//! Duplicate jobs (a relay racing a slow confirm, two replicas relaying) are
-//! harmless: the notifier claims each (event, device) delivery once.
+//!
+//! The relay is also the watchdog for jobs lost after they were queued (with
+//! a crashed in-process queue, or dropped by a broker): an unsettled event
+//! carries the time it is due, and an event still unsettled then gets its
+//! job published again. Each look pushes the next one further out (at
+//! least `requeue_after`, then as long as the event has already waited, up
+//! to an hour), so an outage of every notifier does not flood the queue.
+//! Duplicate jobs are harmless: the notifier claims each (event, device)
+//! delivery once.
 
 use std::{sync::Arc, time::Duration};
 
+use chrono::{DateTime, Utc};
 use common::{
     jobs::Job,
     queue::JobQueue,
@@ -17,120 +25,175 @@ use tracing::Instrument as _;
 
 use crate::metrics::IngestMetrics;
 
-/// Events handed to the relay per pass.
-const RELAY_BATCH: u32 = 200;
+/// Events read from the store per page; the relay reads page after page
+/// until the backlog is done.
+const RELAY_PAGE: u32 = 200;
+/// The longest wait between two looks at an event that stays unsettled.
+const MAX_REQUEUE_WAIT: Duration = Duration::from_secs(3600);
+/// Unsettled states: the relay's work.
+const UNSETTLED: [NotificationState; 2] = [NotificationState::Pending, NotificationState::Queued];
+
+/// When the relay looks at events.
+#[derive(Debug, Clone, Copy)]
+pub struct RelayTimes {
+    /// How old a `pending` event must be before the relay takes it over from
+    /// the request that stored it.
+    pub grace: Duration,
+    /// How long a `queued` event may stay unsettled before its job is
+    /// presumed lost and published again.
+    pub requeue_after: Duration,
+}
 
 pub struct Outbox {
     store: Arc<dyn Store>,
     queue: Arc<dyn JobQueue>,
     metrics: IngestMetrics,
+    times: RelayTimes,
+}
+
+fn after(now: DateTime<Utc>, wait: Duration) -> DateTime<Utc> {
+    now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX)
 }
 
 impl Outbox {
-    pub fn new(store: Arc<dyn Store>, queue: Arc<dyn JobQueue>, metrics: IngestMetrics) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        queue: Arc<dyn JobQueue>,
+        metrics: IngestMetrics,
+        times: RelayTimes,
+    ) -> Self {
         Self {
             store,
             queue,
             metrics,
+            times,
         }
     }
 
-    /// Publishes the job of a freshly stored `pending` event. Returns the
-    /// state the event is in afterwards; failures leave it to the relay.
+    /// When the relay should take over an event stored `pending` at `now`.
+    pub fn pending_due(&self, now: DateTime<Utc>) -> DateTime<Utc> {
+        after(now, self.times.grace)
+    }
+
+    /// When an event queued at `now` is next looked at: at least
+    /// `requeue_after` from now, and at least as long as it already waited.
+    fn queued_due(&self, event: &Event, now: DateTime<Utc>) -> DateTime<Utc> {
+        let waited = (now - event.created_at).to_std().unwrap_or_default();
+        let longest = MAX_REQUEUE_WAIT.max(self.times.requeue_after);
+        after(now, waited.clamp(self.times.requeue_after, longest))
+    }
+
+    /// Publishes the job of a stored, unsettled event. Returns the state the
+    /// event is in afterwards; failures leave it to the relay.
     pub async fn dispatch(&self, event: &Event) -> NotificationState {
+        self.try_dispatch(event).await.unwrap_or(event.notification)
+    }
+
+    /// Like [`Outbox::dispatch`]; `None` when the job was not published.
+    async fn try_dispatch(&self, event: &Event) -> Option<NotificationState> {
         let job = Job::notify(event.id, event.scope.clone(), event.request_id.clone());
         let published = self.queue.publish(&job).await;
         self.metrics.published(published.is_ok());
         if let Err(e) = published {
             tracing::warn!(eventId = %event.id, error = %e, "job not published; the relay will retry");
-            return NotificationState::Pending;
+            return None;
         }
+        let now = common::time::now();
         match self
             .store
             .set_notification_state(
                 &event.scope,
                 event.id,
-                &[NotificationState::Pending],
+                &UNSETTLED,
                 NotificationState::Queued,
+                Some(self.queued_due(event, now)),
             )
             .await
         {
-            Ok(true) => NotificationState::Queued,
+            Ok(true) => Some(NotificationState::Queued),
             // A fast notifier already settled it.
-            Ok(false) => NotificationState::Queued,
+            Ok(false) => Some(NotificationState::Queued),
             Err(e) => {
-                // The job is on the queue; only the label lags behind.
+                // The job is on the queue; only the label lags behind (the
+                // relay may publish it again, harmlessly).
                 tracing::warn!(eventId = %event.id, error = %e, "could not mark the event queued");
-                NotificationState::Pending
+                Some(event.notification)
             }
         }
     }
 
-    /// Publishes the jobs of events in `states` created before `now - grace`.
-    /// Returns how many were published.
-    pub async fn relay_once(&self, states: &[NotificationState], grace: Duration) -> usize {
-        let before = common::time::now() - grace;
-        let events = match self
-            .store
-            .events_in_notification_state(states, before, RELAY_BATCH)
-            .await
-        {
-            Ok(events) => events,
-            Err(e) => {
-                tracing::warn!(error = %e, "outbox relay cannot read the store");
-                return 0;
-            }
-        };
+    /// Publishes the jobs of every event in `states` due by `due_before`,
+    /// page after page, until none is left or the broker fails. Returns
+    /// how many were published.
+    pub async fn relay(&self, states: &[NotificationState], due_before: DateTime<Utc>) -> usize {
         let mut published = 0;
-        for event in &events {
-            // The relay's lines about an event carry the id of the request
-            // that recorded it, like the rest of its story.
-            let span = tracing::info_span!(
-                "relay",
-                requestId = event.request_id.as_deref().unwrap_or("-"),
-            );
-            if self.dispatch(event).instrument(span).await == NotificationState::Pending {
-                // The broker is still away; try the rest next pass.
-                break;
+        let mut cursor = None;
+        loop {
+            let page = match self
+                .store
+                .events_due(states, due_before, cursor, RELAY_PAGE)
+                .await
+            {
+                Ok(page) => page,
+                Err(e) => {
+                    tracing::warn!(error = %e, "outbox relay cannot read the store");
+                    break;
+                }
+            };
+            for event in &page {
+                // The relay's lines about an event carry the id of the
+                // request that recorded it, like the rest of its story.
+                let span = tracing::info_span!(
+                    "relay",
+                    requestId = event.request_id.as_deref().unwrap_or("-"),
+                );
+                if self.try_dispatch(event).instrument(span).await.is_none() {
+                    // The broker is away; try the rest next pass.
+                    self.log(published);
+                    return published;
+                }
+                published += 1;
             }
-            published += 1;
+            match page.last() {
+                Some(last) if page.len() == RELAY_PAGE as usize => cursor = Some(last.id),
+                _ => break,
+            }
         }
-        if published > 0 {
-            tracing::info!(published, "outbox relay published pending jobs");
-        }
+        self.log(published);
         published
+    }
+
+    fn log(&self, published: usize) {
+        if published > 0 {
+            tracing::info!(published, "outbox relay published jobs");
+        }
+    }
+
+    /// Publishes every job a previous run of this process may have left
+    /// unpublished or lost (the embedded mode's in-process queue keeps
+    /// nothing across a restart): every unsettled event, due or not.
+    pub async fn recover(&self) -> usize {
+        self.relay(&UNSETTLED, DateTime::<Utc>::MAX_UTC).await
     }
 
     /// Publishes every `pending` job, whatever its age, until none is left or
     /// the broker fails. For shutdown, once in-flight requests are done:
     /// nothing this process accepted waits for another replica's relay.
     pub async fn flush(&self) {
-        let mut flushed = 0;
-        loop {
-            let published = self
-                .relay_once(&[NotificationState::Pending], Duration::ZERO)
-                .await;
-            flushed += published;
-            if published < RELAY_BATCH as usize {
-                break;
-            }
-        }
+        let flushed = self
+            .relay(&[NotificationState::Pending], DateTime::<Utc>::MAX_UTC)
+            .await;
         tracing::info!(flushed, "outbox flushed");
     }
 
     /// Relays every `interval` until `stop` turns true, then flushes.
-    pub async fn run_relay(
-        self: Arc<Self>,
-        interval: Duration,
-        grace: Duration,
-        mut stop: watch::Receiver<bool>,
-    ) {
+    pub async fn run_relay(self: Arc<Self>, interval: Duration, mut stop: watch::Receiver<bool>) {
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = tick.tick() => {
-                    self.relay_once(&[NotificationState::Pending], grace).await;
+                    self.relay(&UNSETTLED, common::time::now()).await;
                 }
                 _ = stop.changed() => {
                     self.flush().await;

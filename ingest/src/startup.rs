@@ -20,7 +20,7 @@ use common::{
         JobQueue,
         amqp::{AmqpConfig, AmqpQueue},
     },
-    store::{NotificationState, StoreConfig},
+    store::StoreConfig,
 };
 use notifier::{metrics::NotifierMetrics, push::PushProvider, worker::Inbox};
 use tokio::{sync::watch, task::JoinHandle};
@@ -133,22 +133,16 @@ impl Application {
             Arc::clone(&store),
             Arc::clone(&queue),
             metrics.clone(),
+            config.relay_times(),
         ));
         if config.amqp_url().is_none() {
             // Nothing survives in an in-process queue: whatever a previous
-            // run left unfinished is queued again.
-            outbox
-                .relay_once(
-                    &[NotificationState::Pending, NotificationState::Queued],
-                    Duration::ZERO,
-                )
-                .await;
+            // run left unfinished is queued again, the whole backlog.
+            outbox.recover().await;
         }
-        background.push(tokio::spawn(Arc::clone(&outbox).run_relay(
-            Duration::from_millis(config.relay_interval_ms),
-            Duration::from_millis(config.relay_grace_ms),
-            stopped,
-        )));
+        background.push(tokio::spawn(
+            Arc::clone(&outbox).run_relay(Duration::from_millis(config.relay_interval_ms), stopped),
+        ));
         let state = Arc::new(AppState::new(config, store, outbox, metrics));
         let app = routes(Arc::clone(&state), Arc::new(registry))?;
         let acceptor = TcpListener::bind(addr)

@@ -130,6 +130,12 @@ impl Config {
                 return Err(ConfigError::invalid(var, "must be at least 1"));
             }
         }
+        if self.stale_claim_seconds < 2 {
+            return Err(ConfigError::invalid(
+                "NOTIFIER_STALE_CLAIM_SECONDS",
+                "must be at least 2 (a push gets half of it)",
+            ));
+        }
         if self.retry_max_ms < self.retry_base_ms {
             return Err(ConfigError::invalid(
                 "NOTIFIER_RETRY_MAX_MS",

@@ -1,15 +1,19 @@
-//! What one notify job does: load the event, pick the devices, claim and
-//! send each push once, record the outcome, schedule retries, and settle the
-//! event's notification state.
+//! What one notify job does: load the event, pick the devices, claim each
+//! delivery as a lease, send each push once, record the outcome under that
+//! lease, schedule retries and re-checks, and settle the event's
+//! notification state.
 
 use std::{sync::Arc, time::Duration};
 
+use chrono::{DateTime, Utc};
 use common::{
     jobs::{Job, NotifyJob},
     queue::{JobQueue, QueueError, RetryPolicy},
     store::{
-        Delivery, DeliveryClaim, DeliveryState, Device, Event, NotificationState, Store, StoreError,
+        Delivery, DeliveryClaim, DeliveryState, Device, Event, NotificationState, Store,
+        StoreError, lease::ClaimRequest,
     },
+    time::Clock,
 };
 use futures::{StreamExt as _, stream};
 
@@ -20,6 +24,9 @@ use crate::{
 
 /// How many pushes of one job are in flight at once.
 const PUSHES_PER_JOB: usize = 16;
+/// A re-check waits this much past the instant it waits for, so it does
+/// not arrive a hair early and find the lease still live.
+const RECHECK_MARGIN: Duration = Duration::from_millis(100);
 
 /// What the worker does with the job message once `deliver` is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,22 +47,41 @@ pub enum DeliverError {
     Queue(#[from] QueueError),
 }
 
+impl DeliverError {
+    /// Whether waiting can fix it (the store or broker is away), as opposed
+    /// to a job that fails the same way every time (a poison job).
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Self::Store(StoreError::Unavailable(_)) | Self::Queue(QueueError::Unavailable(_))
+        )
+    }
+}
+
 /// Everything `deliver` needs.
 pub struct Deliverer {
     pub store: Arc<dyn Store>,
     pub provider: Arc<dyn PushProvider>,
     pub queue: Arc<dyn JobQueue>,
     pub retry: RetryPolicy,
-    /// A delivery claimed but not finished for this long belonged to a
-    /// worker that died; it is sent again (the collapse id keeps the device
-    /// from showing it twice).
-    pub stale_claim: Duration,
+    /// How long a claim is its worker's. A worker that dies mid-send holds
+    /// it until then; afterwards another worker sends the push (with the
+    /// same collapse id, so the device shows it once).
+    pub lease: Duration,
+    pub clock: Clock,
     pub metrics: NotifierMetrics,
 }
 
+/// How one delivery went, for the job.
 enum Sent {
+    /// Nothing more to do for it.
     Final,
+    /// Failed transiently: try again after the job's retry delay.
     Retry(uuid::Uuid),
+    /// Not ours to send now (another worker's live lease, or a retry not
+    /// due yet): look again at this instant.
+    Wait(uuid::Uuid, DateTime<Utc>),
+    /// Gave up after the last attempt.
     GaveUp,
 }
 
@@ -80,44 +106,52 @@ impl Deliverer {
             .collect();
         tracing::info!(devices = devices.len(), "sending pushes");
 
+        // One delay for every device of this job that needs a retry: the
+        // deliveries record it as their earliest next try, and the retry
+        // job is published with it.
+        let retry_delay = self.retry.delay_with_jitter(job.attempt + 1);
         // Collected first: a lazily mapped stream of borrowing futures trips
         // the compiler's Send inference for spawned tasks.
         let sends: Vec<_> = devices
             .iter()
-            .map(|device| self.send_one(&event, device, job.attempt))
+            .map(|device| self.send_one(&event, device, retry_delay))
             .collect();
         let results: Vec<Result<Sent, DeliverError>> = stream::iter(sends)
             .buffer_unordered(PUSHES_PER_JOB)
             .collect()
             .await;
-        let mut retry = Vec::new();
+        let (mut retry, mut wait, mut wait_until) = (Vec::new(), Vec::new(), None);
         let mut gave_up = false;
         for result in results {
             match result? {
                 Sent::Final => {}
                 Sent::Retry(device) => retry.push(device),
+                Sent::Wait(device, until) => {
+                    wait.push(device);
+                    wait_until = wait_until.max(Some(until));
+                }
                 Sent::GaveUp => gave_up = true,
             }
         }
+        let settled_here = retry.is_empty() && wait_until.is_none();
         if !retry.is_empty() {
             let next = job.attempt + 1;
-            let delay = self.retry.delay_with_jitter(next);
-            let again = Job::NotifyV1(NotifyJob {
-                attempt: next,
-                devices: Some(retry),
-                ..job.clone()
-            });
-            self.queue.publish_delayed(&again, delay).await?;
-            self.metrics
-                .job_retries
-                .get_or_create(&RetryLabels { reason: "push" })
-                .inc();
+            self.again(job, next, retry, retry_delay, "push").await?;
             tracing::info!(
                 retry = next,
-                delay_ms = delay.as_millis() as u64,
+                delay_ms = retry_delay.as_millis() as u64,
                 "retry scheduled"
             );
-        } else {
+        }
+        if let Some(until) = wait_until {
+            let delay = (until - self.clock.now()).to_std().unwrap_or_default() + RECHECK_MARGIN;
+            self.again(job, job.attempt, wait, delay, "lease").await?;
+            tracing::info!(
+                delay_ms = delay.as_millis() as u64,
+                "deliveries held elsewhere; looking again when their lease or retry is due"
+            );
+        }
+        if settled_here {
             self.settle_from_deliveries(&event).await?;
         }
         Ok(if gave_up {
@@ -127,23 +161,56 @@ impl Deliverer {
         })
     }
 
+    /// Publishes the job again for `devices`, after `delay`.
+    async fn again(
+        &self,
+        job: &NotifyJob,
+        attempt: u32,
+        devices: Vec<uuid::Uuid>,
+        delay: Duration,
+        reason: &'static str,
+    ) -> Result<(), DeliverError> {
+        let again = Job::NotifyV1(NotifyJob {
+            attempt,
+            devices: Some(devices),
+            ..job.clone()
+        });
+        self.queue.publish_delayed(&again, delay).await?;
+        self.metrics
+            .job_retries
+            .get_or_create(&RetryLabels { reason })
+            .inc();
+        Ok(())
+    }
+
     /// Claims, sends and records the push of `event` to `device`.
     async fn send_one(
         &self,
         event: &Event,
         device: &Device,
-        job_attempt: u32,
+        retry_delay: Duration,
     ) -> Result<Sent, DeliverError> {
-        let now = common::time::now();
+        let request = ClaimRequest {
+            now: self.clock.now(),
+            lease: self.lease,
+            max_attempts: self.retry.max_retries + 1,
+        };
         let claim = self
             .store
-            .claim_delivery(&event.scope, event.id, device.id, now, self.stale_claim)
+            .claim_delivery(&event.scope, event.id, device.id, &request)
             .await?;
-        let attempts = match claim {
-            DeliveryClaim::Acquired { attempt } => attempt,
-            DeliveryClaim::Settled(_) | DeliveryClaim::Busy => return Ok(Sent::Final),
+        let attempt = match claim {
+            DeliveryClaim::Acquired { attempt, .. } => attempt,
+            DeliveryClaim::Settled(_) => return Ok(Sent::Final),
+            DeliveryClaim::Busy { until } => return Ok(Sent::Wait(device.id, until)),
+            DeliveryClaim::GaveUp { attempts } => {
+                tracing::warn!(deviceId = %device.id, attempts, "delivery given up: its workers never finished it");
+                self.count_push("gave_up");
+                return Ok(Sent::GaveUp);
+            }
         };
         let push = Push {
+            device_id: device.id,
             device_token: device.token.clone(),
             environment: device.environment,
             alert: Alert {
@@ -155,35 +222,32 @@ impl Deliverer {
             },
         };
         let started = std::time::Instant::now();
-        let outcome = self.provider.send(&push).await;
+        let outcome = self.send_within_lease(&push).await;
         self.metrics
             .push_duration
             .get_or_create(&ProviderLabels {
                 provider: self.provider.name(),
             })
             .observe(started.elapsed().as_secs_f64());
+        let now = self.clock.now();
         let mut record = Delivery {
             event_id: event.id,
             device_id: device.id,
             state: DeliveryState::Failed,
-            attempts,
+            attempts: attempt,
             error: None,
             apns_id: None,
-            updated_at: common::time::now(),
+            lease_until: None,
+            updated_at: now,
         };
-        let outcome_label = match &outcome {
+        let can_retry = attempt <= self.retry.max_retries;
+        self.count_push(match &outcome {
             PushOutcome::Delivered { .. } => "delivered",
             PushOutcome::DeviceGone { .. } => "device_gone",
             PushOutcome::Rejected { .. } => "rejected",
-            PushOutcome::Retry { .. } if job_attempt < self.retry.max_retries => "retry",
+            PushOutcome::Retry { .. } if can_retry => "retry",
             PushOutcome::Retry { .. } => "gave_up",
-        };
-        self.metrics
-            .pushes
-            .get_or_create(&PushLabels {
-                outcome: outcome_label,
-            })
-            .inc();
+        });
         let sent = match outcome {
             PushOutcome::Delivered { apns_id } => {
                 record.state = DeliveryState::Delivered;
@@ -192,7 +256,7 @@ impl Deliverer {
             }
             PushOutcome::DeviceGone { reason } => {
                 self.store
-                    .deactivate_device(&event.scope, device.id, &reason, record.updated_at)
+                    .deactivate_device(&event.scope, device.id, &reason, now)
                     .await?;
                 tracing::info!(deviceId = %device.id, %reason, "device deactivated");
                 record.error = Some(reason);
@@ -202,26 +266,59 @@ impl Deliverer {
                 record.error = Some(reason);
                 Sent::Final
             }
-            PushOutcome::Retry { reason, .. } if job_attempt < self.retry.max_retries => {
+            PushOutcome::Retry { reason, .. } if can_retry => {
                 record.state = DeliveryState::Retrying;
                 record.error = Some(reason);
+                record.lease_until =
+                    Some(now + chrono::Duration::from_std(retry_delay).unwrap_or_default());
                 Sent::Retry(device.id)
             }
             PushOutcome::Retry { reason, .. } => {
-                record.error = Some(format!("gave up after {attempts} attempts: {reason}"));
+                record.error = Some(format!("gave up after {attempt} attempts: {reason}"));
                 Sent::GaveUp
             }
         };
         tracing::info!(
             deviceId = %device.id,
             provider = self.provider.name(),
+            // The job's span already has `attempt` (the job's retry count).
+            deliveryAttempt = attempt,
             state = record.state.as_str(),
             error = record.error.as_deref(),
             latency_ms = started.elapsed().as_secs_f64() * 1000.0,
             "push attempted"
         );
-        self.store.finish_delivery(&event.scope, &record).await?;
+        if !self.store.finish_delivery(&event.scope, &record).await? {
+            // Our lease ran out mid-send and another worker took the
+            // delivery over: its outcome is the one that counts.
+            tracing::warn!(
+                deviceId = %device.id,
+                deliveryAttempt = attempt,
+                "lease lost before the outcome was recorded"
+            );
+            return Ok(Sent::Final);
+        }
         Ok(sent)
+    }
+
+    /// Sends, giving the provider at most half the lease, so a live worker
+    /// always records its outcome before anyone may take the claim over.
+    async fn send_within_lease(&self, push: &Push) -> PushOutcome {
+        let limit = self.lease / 2;
+        match tokio::time::timeout(limit, self.provider.send(push)).await {
+            Ok(outcome) => outcome,
+            Err(_) => PushOutcome::Retry {
+                reason: format!("no answer within {} ms", limit.as_millis()),
+                after: None,
+            },
+        }
+    }
+
+    fn count_push(&self, outcome: &'static str) {
+        self.metrics
+            .pushes
+            .get_or_create(&PushLabels { outcome })
+            .inc();
     }
 
     /// Settles the event once every delivery is final.
@@ -243,13 +340,19 @@ impl Deliverer {
         self.settle(event, state).await
     }
 
-    async fn settle(&self, event: &Event, state: NotificationState) -> Result<(), DeliverError> {
+    /// Moves the event's notification to its final `state`.
+    pub async fn settle(
+        &self,
+        event: &Event,
+        state: NotificationState,
+    ) -> Result<(), DeliverError> {
         self.store
             .set_notification_state(
                 &event.scope,
                 event.id,
                 &[NotificationState::Pending, NotificationState::Queued],
                 state,
+                None,
             )
             .await?;
         tracing::info!(state = state.as_str(), "notification settled");

@@ -47,7 +47,8 @@ pub fn deliverer(
         provider,
         queue,
         retry: config.retry(),
-        stale_claim: Duration::from_secs(config.stale_claim_seconds),
+        lease: Duration::from_secs(config.stale_claim_seconds),
+        clock: common::time::Clock::System,
         metrics,
     })
 }

@@ -22,8 +22,17 @@ pub struct ProviderLabels {
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RetryLabels {
-    /// `push`: some pushes failed transiently; `error`: the store or the
-    /// queue failed mid-job.
+    /// `push`: some pushes failed transiently; `lease`: some deliveries
+    /// were held by another worker (or not due yet), looked at again when
+    /// that runs out; `error`: the store or the queue failed mid-job.
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DeadLetterLabels {
+    /// `gave_up`: deliveries failed after the last retry; `poison`: the job
+    /// failed the same way (not an outage) past the retry limit;
+    /// `unreadable`: the message is not a job this notifier understands.
     pub reason: &'static str,
 }
 
@@ -31,7 +40,7 @@ pub struct RetryLabels {
 #[derive(Debug, Clone)]
 pub struct NotifierMetrics {
     pub jobs_consumed: Counter,
-    pub jobs_dead_lettered: Counter,
+    pub jobs_dead_lettered: Family<DeadLetterLabels, Counter>,
     pub job_retries: Family<RetryLabels, Counter>,
     pub pushes: Family<PushLabels, Counter>,
     pub push_duration: Latency<ProviderLabels>,
@@ -41,7 +50,7 @@ impl NotifierMetrics {
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
             jobs_consumed: Counter::default(),
-            jobs_dead_lettered: Counter::default(),
+            jobs_dead_lettered: Family::default(),
             job_retries: Family::default(),
             pushes: Family::default(),
             push_duration: latency(),
@@ -54,10 +63,16 @@ impl NotifierMetrics {
                 .get_or_create(&PushLabels { outcome })
                 .inc_by(0);
         }
-        for reason in ["push", "error"] {
+        for reason in ["push", "lease", "error"] {
             metrics
                 .job_retries
                 .get_or_create(&RetryLabels { reason })
+                .inc_by(0);
+        }
+        for reason in ["gave_up", "poison", "unreadable"] {
+            metrics
+                .jobs_dead_lettered
+                .get_or_create(&DeadLetterLabels { reason })
                 .inc_by(0);
         }
         registry.register(
@@ -67,7 +82,7 @@ impl NotifierMetrics {
         );
         registry.register(
             "notifier_jobs_dead_lettered",
-            "Jobs moved to the dead-letter queue (retries exhausted, or unreadable)",
+            "Jobs moved to the dead-letter queue, by reason",
             metrics.jobs_dead_lettered.clone(),
         );
         registry.register(

@@ -5,7 +5,11 @@
 
 use std::{sync::Arc, time::Duration};
 
-use common::{jobs::Job, queue::Received};
+use common::{
+    jobs::{Job, NotifyJob},
+    queue::Received,
+    store::NotificationState,
+};
 use tokio::{
     sync::{Semaphore, mpsc, watch},
     task::JoinSet,
@@ -13,8 +17,8 @@ use tokio::{
 use tracing::Instrument as _;
 
 use crate::{
-    deliver::{Deliverer, JobOutcome},
-    metrics::RetryLabels,
+    deliver::{DeliverError, Deliverer, JobOutcome},
+    metrics::{DeadLetterLabels, RetryLabels},
 };
 
 /// Where received jobs come from: RabbitMQ's consumer task (bounded by the
@@ -105,7 +109,7 @@ async fn process(deliverer: &Deliverer, received: Received) {
         Ok(Job::NotifyV1(job)) => job,
         Err(reason) => {
             tracing::error!(%reason, "unreadable job; dead-lettering it");
-            metrics.jobs_dead_lettered.inc();
+            dead_lettered(deliverer, "unreadable");
             let _ = acker.dead_letter().await;
             return;
         }
@@ -122,29 +126,14 @@ async fn process(deliverer: &Deliverer, received: Received) {
             Ok(JobOutcome::Done) => acker.ack().await,
             Ok(JobOutcome::DeadLetter) => {
                 tracing::warn!("deliveries gave up after the last retry; job dead-lettered");
-                metrics.jobs_dead_lettered.inc();
+                dead_lettered(deliverer, "gave_up");
                 acker.dead_letter().await
             }
-            Err(e) => {
-                // The store or the queue failed mid-way: nothing is lost,
-                // claims make the next attempt skip what was sent.
-                tracing::warn!(error = %e, "job failed; it will be retried");
-                let again = Job::NotifyV1(job.clone());
-                let delay = deliverer
-                    .retry
-                    .delay_with_jitter(1)
-                    .max(Duration::from_millis(100));
-                match deliverer.queue.publish_delayed(&again, delay).await {
-                    Ok(()) => {
-                        metrics
-                            .job_retries
-                            .get_or_create(&RetryLabels { reason: "error" })
-                            .inc();
-                        acker.ack().await
-                    }
-                    Err(_) => acker.requeue().await,
-                }
-            }
+            Err(e) => match failed(deliverer, &job, &e).await {
+                Failed::Again => acker.ack().await,
+                Failed::GiveBack => acker.requeue().await,
+                Failed::Poison => acker.dead_letter().await,
+            },
         };
         if let Err(e) = settled {
             tracing::warn!(error = %e, "could not settle the job message; it will be redelivered");
@@ -152,4 +141,70 @@ async fn process(deliverer: &Deliverer, received: Received) {
     }
     .instrument(span)
     .await;
+}
+
+/// What to do with a job whose processing failed with an error of ours.
+enum Failed {
+    /// A copy was scheduled with a backoff delay: ack this one.
+    Again,
+    /// Could not schedule a copy: give this one back to the queue.
+    GiveBack,
+    /// It fails the same way every time: dead-letter it.
+    Poison,
+}
+
+/// Decides and arranges what happens to a job after `error`. Nothing is
+/// lost by retrying: claims make the next attempt skip what was sent.
+/// An outage (store or broker unavailable) is waited out however long it
+/// lasts, with capped backoff; any other error is the same next time, so
+/// past `max_retries` the job is dead-lettered, its event marked failed,
+/// and the poison counted.
+async fn failed(deliverer: &Deliverer, job: &NotifyJob, error: &DeliverError) -> Failed {
+    let failures = job.failures + 1;
+    if !error.is_transient() && failures > deliverer.retry.max_retries {
+        tracing::error!(error = %error, failures, "job keeps failing; dead-lettering it");
+        dead_lettered(deliverer, "poison");
+        let event = deliverer
+            .store
+            .set_notification_state(
+                &job.scope,
+                job.event_id,
+                &[NotificationState::Pending, NotificationState::Queued],
+                NotificationState::Failed,
+                None,
+            )
+            .await;
+        if let Err(e) = event {
+            tracing::warn!(error = %e, "could not mark the poisoned event failed");
+        }
+        return Failed::Poison;
+    }
+    tracing::warn!(error = %error, failures, "job failed; it will be retried");
+    let again = Job::NotifyV1(NotifyJob {
+        failures,
+        ..job.clone()
+    });
+    let delay = deliverer
+        .retry
+        .delay_with_jitter(failures)
+        .max(Duration::from_millis(100));
+    match deliverer.queue.publish_delayed(&again, delay).await {
+        Ok(()) => {
+            deliverer
+                .metrics
+                .job_retries
+                .get_or_create(&RetryLabels { reason: "error" })
+                .inc();
+            Failed::Again
+        }
+        Err(_) => Failed::GiveBack,
+    }
+}
+
+fn dead_lettered(deliverer: &Deliverer, reason: &'static str) {
+    deliverer
+        .metrics
+        .jobs_dead_lettered
+        .get_or_create(&DeadLetterLabels { reason })
+        .inc();
 }

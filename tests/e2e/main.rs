@@ -14,6 +14,7 @@ mod metrics;
 mod notify;
 mod openapi;
 mod rate_limit;
+mod recovery;
 mod shutdown;
 mod store_contract;
 mod validation;

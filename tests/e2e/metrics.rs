@@ -178,7 +178,10 @@ async fn the_notifier_counts_jobs_pushes_retries_and_dead_letters() {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let scrape = loop {
         let scrape = scrape(client, &format!("{base}/metrics")).await;
-        if scrape.value("tocsin_notifier_jobs_dead_lettered_total", &[]) >= 1.0
+        if scrape.value(
+            "tocsin_notifier_jobs_dead_lettered_total",
+            &[("reason", "gave_up")],
+        ) >= 1.0
             || std::time::Instant::now() > deadline
         {
             break scrape;
@@ -203,7 +206,10 @@ async fn the_notifier_counts_jobs_pushes_retries_and_dead_letters() {
         "{page}"
     );
     assert_eq!(
-        scrape.value("tocsin_notifier_jobs_dead_lettered_total", &[]),
+        scrape.value(
+            "tocsin_notifier_jobs_dead_lettered_total",
+            &[("reason", "gave_up")],
+        ),
         1.0,
         "{page}"
     );

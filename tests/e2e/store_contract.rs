@@ -11,6 +11,9 @@ use uuid::Uuid;
 
 const TTL: Duration = Duration::from_secs(24 * 3600);
 const LOCK: Duration = Duration::from_secs(60);
+/// The id a claim reserves for what its request creates.
+const RESOURCE: Uuid = Uuid::from_u128(0x0195_0000_0000_7000_8000_0000_0000_0001);
+const STARTED: IdempotencyBegin = IdempotencyBegin::Started { resource: RESOURCE };
 
 async fn open(kind: StoreKind) -> (Arc<dyn Store>, TestConfig) {
     let test = TestConfig::new(kind);
@@ -127,12 +130,12 @@ async fn idempotency_claims_replay_and_mismatch(kind: StoreKind) {
         let s = s.clone();
         async move {
             store
-                .begin_idempotent(&s, key, print, now, TTL, LOCK)
+                .begin_idempotent(&s, key, print, RESOURCE, now, TTL, LOCK)
                 .await
                 .expect("begun")
         }
     };
-    assert_eq!(begin("k", "f1").await, IdempotencyBegin::Started);
+    assert_eq!(begin("k", "f1").await, STARTED);
     assert_eq!(begin("k", "f1").await, IdempotencyBegin::InFlight);
     assert_eq!(begin("k", "f2").await, IdempotencyBegin::Mismatch);
     store
@@ -146,9 +149,9 @@ async fn idempotency_claims_replay_and_mismatch(kind: StoreKind) {
     assert_eq!(begin("k", "f2").await, IdempotencyBegin::Mismatch);
 
     // Releasing an in-flight claim frees the key; releasing a completed one does nothing.
-    assert_eq!(begin("r", "f1").await, IdempotencyBegin::Started);
+    assert_eq!(begin("r", "f1").await, STARTED);
     store.release_idempotent(&s, "r").await.expect("released");
-    assert_eq!(begin("r", "f2").await, IdempotencyBegin::Started);
+    assert_eq!(begin("r", "f2").await, STARTED);
     store.release_idempotent(&s, "k").await.expect("released");
     assert_eq!(
         begin("k", "f1").await,
@@ -157,10 +160,10 @@ async fn idempotency_claims_replay_and_mismatch(kind: StoreKind) {
 
     // Another scope has keys of its own.
     let other = store
-        .begin_idempotent(&scope(), "k", "f9", now, TTL, LOCK)
+        .begin_idempotent(&scope(), "k", "f9", RESOURCE, now, TTL, LOCK)
         .await
         .expect("begun");
-    assert_eq!(other, IdempotencyBegin::Started);
+    assert_eq!(other, STARTED);
 }
 
 async fn expired_and_abandoned_claims_can_be_taken_over(kind: StoreKind) {
@@ -170,10 +173,10 @@ async fn expired_and_abandoned_claims_can_be_taken_over(kind: StoreKind) {
     let now = common::time::now();
     assert_eq!(
         store
-            .begin_idempotent(&s, "old", "f1", long_ago, TTL, LOCK)
+            .begin_idempotent(&s, "old", "f1", RESOURCE, long_ago, TTL, LOCK)
             .await
             .expect("begun"),
-        IdempotencyBegin::Started
+        STARTED
     );
     store
         .complete_idempotent(&s, "old", &response("old"))
@@ -182,35 +185,109 @@ async fn expired_and_abandoned_claims_can_be_taken_over(kind: StoreKind) {
     // 25 hours later the key is free again, even with another body.
     assert_eq!(
         store
-            .begin_idempotent(&s, "old", "f2", now, TTL, LOCK)
+            .begin_idempotent(&s, "old", "f2", RESOURCE, now, TTL, LOCK)
             .await
             .expect("begun"),
-        IdempotencyBegin::Started
+        STARTED
     );
 
     let two_minutes_ago = now - Age::minutes(2);
     assert_eq!(
         store
-            .begin_idempotent(&s, "stuck", "f1", two_minutes_ago, TTL, LOCK)
+            .begin_idempotent(&s, "stuck", "f1", RESOURCE, two_minutes_ago, TTL, LOCK)
             .await
             .expect("begun"),
-        IdempotencyBegin::Started
+        STARTED
     );
     // A claim in flight for longer than the lock timeout was abandoned.
     assert_eq!(
         store
-            .begin_idempotent(&s, "stuck", "f1", now, TTL, LOCK)
+            .begin_idempotent(&s, "stuck", "f1", RESOURCE, now, TTL, LOCK)
             .await
             .expect("begun"),
-        IdempotencyBegin::Started
+        STARTED
     );
     assert_eq!(
         store
-            .begin_idempotent(&s, "stuck", "f1", now, TTL, LOCK)
+            .begin_idempotent(&s, "stuck", "f1", RESOURCE, now, TTL, LOCK)
             .await
             .expect("begun"),
         IdempotencyBegin::InFlight
     );
+}
+
+async fn an_abandoned_claim_is_taken_over_at_once_by_the_same_request_with_its_reserved_id(
+    kind: StoreKind,
+) {
+    let (store, _t) = open(kind).await;
+    let s = scope();
+    let now = common::time::now();
+    let first = Uuid::now_v7();
+    let begin = |print: &'static str, resource: Uuid| {
+        let store = Arc::clone(&store);
+        let s = s.clone();
+        async move {
+            store
+                .begin_idempotent(&s, "k", print, resource, now, TTL, LOCK)
+                .await
+                .expect("begun")
+        }
+    };
+    assert_eq!(
+        begin("f1", first).await,
+        IdempotencyBegin::Started { resource: first }
+    );
+    store.abandon_idempotent(&s, "k").await.expect("abandoned");
+    // The same request runs again at once, with the id its first try
+    // reserved; another body is still a different request.
+    assert_eq!(
+        begin("f2", Uuid::now_v7()).await,
+        IdempotencyBegin::Mismatch
+    );
+    assert_eq!(
+        begin("f1", Uuid::now_v7()).await,
+        IdempotencyBegin::Started { resource: first }
+    );
+    assert_eq!(
+        begin("f1", Uuid::now_v7()).await,
+        IdempotencyBegin::InFlight
+    );
+}
+
+async fn an_event_inserted_twice_is_stored_once(kind: StoreKind) {
+    use common::store::{Event, Inserted, NotificationState as N};
+    let (store, _t) = open(kind).await;
+    let s = scope();
+    let event = Event {
+        id: Uuid::now_v7(),
+        scope: s.clone(),
+        channel_name: "c".into(),
+        title: "first".into(),
+        description: None,
+        icon: None,
+        tags: vec![],
+        metadata: Map::new(),
+        user_id: None,
+        notify: false,
+        source: None,
+        created_at: common::time::now(),
+        notification: N::Skipped,
+        request_id: None,
+        notification_due_at: None,
+    };
+    assert_eq!(
+        store.insert_event(&event).await.expect("inserted"),
+        Inserted::New
+    );
+    let again = Event {
+        title: "second".into(),
+        ..event.clone()
+    };
+    assert_eq!(
+        store.insert_event(&again).await.expect("answered"),
+        Inserted::Existing(Box::new(event))
+    );
+    assert_eq!(store.count_events(&s).await.expect("counted"), 1);
 }
 
 async fn concurrent_claims_have_exactly_one_winner(kind: StoreKind) {
@@ -222,7 +299,7 @@ async fn concurrent_claims_have_exactly_one_winner(kind: StoreKind) {
         let s = s.clone();
         tokio::spawn(async move {
             store
-                .begin_idempotent(&s, "one", "f", now, TTL, LOCK)
+                .begin_idempotent(&s, "one", "f", Uuid::now_v7(), now, TTL, LOCK)
                 .await
                 .expect("begun")
         })
@@ -234,14 +311,13 @@ async fn concurrent_claims_have_exactly_one_winner(kind: StoreKind) {
         .collect();
     let started = outcomes
         .iter()
-        .filter(|o| **o == IdempotencyBegin::Started)
+        .filter(|o| matches!(o, IdempotencyBegin::Started { .. }))
         .count();
     assert_eq!(started, 1, "{outcomes:?}");
-    assert!(
-        outcomes
-            .iter()
-            .all(|o| matches!(o, IdempotencyBegin::Started | IdempotencyBegin::InFlight))
-    );
+    assert!(outcomes.iter().all(|o| matches!(
+        o,
+        IdempotencyBegin::Started { .. } | IdempotencyBegin::InFlight
+    )));
 }
 
 async fn the_store_reopens_with_its_data(kind: StoreKind) {
@@ -269,51 +345,76 @@ async fn the_store_reopens_with_its_data(kind: StoreKind) {
     reopened.ping().await.expect("ping");
 }
 
-async fn deliveries_are_claimed_once_and_abandoned_claims_are_taken_over(kind: StoreKind) {
-    use common::store::{Delivery, DeliveryClaim, DeliveryState};
+async fn deliveries_are_claimed_as_leases_fenced_and_given_up(kind: StoreKind) {
+    use common::store::{Delivery, DeliveryClaim, DeliveryState, lease::ClaimRequest};
     let (store, _t) = open(kind).await;
     let s = scope();
     let (event, device) = (Uuid::now_v7(), Uuid::now_v7());
     let now = common::time::now();
-    let stale = Duration::from_secs(60);
+    let lease = Duration::from_secs(60);
     let claim = |at| {
         let store = Arc::clone(&store);
         let s = s.clone();
         async move {
+            let request = ClaimRequest {
+                now: at,
+                lease,
+                max_attempts: 4,
+            };
             store
-                .claim_delivery(&s, event, device, at, stale)
+                .claim_delivery(&s, event, device, &request)
                 .await
                 .expect("claimed")
         }
     };
-    assert_eq!(claim(now).await, DeliveryClaim::Acquired { attempt: 1 });
+    let until = now + Age::seconds(60);
     assert_eq!(
         claim(now).await,
-        DeliveryClaim::Busy,
+        DeliveryClaim::Acquired {
+            attempt: 1,
+            lease_until: until
+        }
+    );
+    assert_eq!(
+        claim(now).await,
+        DeliveryClaim::Busy { until },
         "someone is sending it"
     );
-    // The sender died: a minute later its claim is taken over.
+    // The sender died: once its lease runs out the claim is taken over.
     let later = now + Age::seconds(61);
-    assert_eq!(claim(later).await, DeliveryClaim::Acquired { attempt: 2 });
+    assert!(matches!(
+        claim(later).await,
+        DeliveryClaim::Acquired { attempt: 2, .. }
+    ));
+    // The first sender comes back late: its outcome is not recorded.
     let mut record = Delivery {
         event_id: event,
         device_id: device,
-        state: DeliveryState::Retrying,
-        attempts: 2,
-        error: Some("503".into()),
+        state: DeliveryState::Delivered,
+        attempts: 1,
+        error: None,
         apns_id: None,
+        lease_until: None,
         updated_at: later,
     };
-    store.finish_delivery(&s, &record).await.expect("finished");
-    assert_eq!(
-        claim(later).await,
-        DeliveryClaim::Acquired { attempt: 3 },
-        "a retry claims at once"
-    );
+    assert!(!store.finish_delivery(&s, &record).await.expect("answered"));
+    // The second records a transient failure: the retry waits for its time.
+    let retry_at = later + Age::seconds(5);
+    record.state = DeliveryState::Retrying;
+    record.attempts = 2;
+    record.error = Some("503".into());
+    record.lease_until = Some(retry_at);
+    assert!(store.finish_delivery(&s, &record).await.expect("finished"));
+    assert_eq!(claim(later).await, DeliveryClaim::Busy { until: retry_at });
+    assert!(matches!(
+        claim(retry_at).await,
+        DeliveryClaim::Acquired { attempt: 3, .. }
+    ));
     record.state = DeliveryState::Delivered;
     record.attempts = 3;
     record.error = None;
-    store.finish_delivery(&s, &record).await.expect("finished");
+    record.lease_until = None;
+    assert!(store.finish_delivery(&s, &record).await.expect("finished"));
     assert_eq!(
         claim(later + Age::hours(1)).await,
         DeliveryClaim::Settled(DeliveryState::Delivered)
@@ -321,6 +422,41 @@ async fn deliveries_are_claimed_once_and_abandoned_claims_are_taken_over(kind: S
     assert_eq!(
         store.list_deliveries(&s, event).await.expect("listed"),
         vec![record]
+    );
+
+    // A delivery whose workers die every time is given up, and stays so.
+    let doomed = Uuid::now_v7();
+    let mut at = now;
+    for attempt in 1..=4 {
+        let request = ClaimRequest {
+            now: at,
+            lease,
+            max_attempts: 4,
+        };
+        assert!(matches!(
+            store.claim_delivery(&s, event, doomed, &request).await.expect("claimed"),
+            DeliveryClaim::Acquired { attempt: a, .. } if a == attempt
+        ));
+        at += Age::seconds(61);
+    }
+    let request = ClaimRequest {
+        now: at,
+        lease,
+        max_attempts: 4,
+    };
+    assert_eq!(
+        store
+            .claim_delivery(&s, event, doomed, &request)
+            .await
+            .expect("claimed"),
+        DeliveryClaim::GaveUp { attempts: 4 }
+    );
+    assert_eq!(
+        store
+            .claim_delivery(&s, event, doomed, &request)
+            .await
+            .expect("claimed"),
+        DeliveryClaim::Settled(DeliveryState::Failed)
     );
     assert!(
         store
@@ -351,6 +487,7 @@ async fn notification_states_move_only_from_the_expected_ones(kind: StoreKind) {
         created_at: common::time::now() - Age::seconds(10),
         notification: N::Pending,
         request_id: Some("req".into()),
+        notification_due_at: Some(common::time::now() - Age::seconds(5)),
     };
     store.insert_event(&event).await.expect("inserted");
     // Each test has its own database, so the counts are exact.
@@ -365,9 +502,30 @@ async fn notification_states_move_only_from_the_expected_ones(kind: StoreKind) {
     };
     assert_eq!((count(N::Pending).await, count(N::Queued).await), (1, 0));
     let pending = store
-        .events_in_notification_state(&[N::Pending], common::time::now(), 10)
+        .events_due(&[N::Pending], common::time::now(), None, 10)
         .await
         .expect("listed");
+    assert!(
+        store
+            .events_due(
+                &[N::Pending],
+                common::time::now() - Age::seconds(6),
+                None,
+                10
+            )
+            .await
+            .expect("listed")
+            .is_empty(),
+        "not due yet"
+    );
+    assert!(
+        store
+            .events_due(&[N::Pending], common::time::now(), Some(event.id), 10)
+            .await
+            .expect("listed")
+            .is_empty(),
+        "after the cursor"
+    );
     assert!(
         pending
             .iter()
@@ -375,26 +533,26 @@ async fn notification_states_move_only_from_the_expected_ones(kind: StoreKind) {
     );
     assert!(
         store
-            .set_notification_state(&s, event.id, &[N::Pending], N::Queued)
+            .set_notification_state(&s, event.id, &[N::Pending], N::Queued, None)
             .await
             .expect("moved")
     );
     assert!(
         store
-            .set_notification_state(&s, event.id, &[N::Pending, N::Queued], N::Delivered)
+            .set_notification_state(&s, event.id, &[N::Pending, N::Queued], N::Delivered, None)
             .await
             .expect("moved")
     );
     assert!(
         !store
-            .set_notification_state(&s, event.id, &[N::Pending], N::Queued)
+            .set_notification_state(&s, event.id, &[N::Pending], N::Queued, None)
             .await
             .expect("answered"),
         "a late queued never overwrites delivered"
     );
     assert!(
         !store
-            .set_notification_state(&scope(), event.id, &[N::Delivered], N::Failed)
+            .set_notification_state(&scope(), event.id, &[N::Delivered], N::Failed, None)
             .await
             .expect("answered"),
         "scoped"
@@ -409,7 +567,9 @@ async fn notification_states_move_only_from_the_expected_ones(kind: StoreKind) {
 }
 
 for_each_store!(
-    deliveries_are_claimed_once_and_abandoned_claims_are_taken_over,
+    deliveries_are_claimed_as_leases_fenced_and_given_up,
+    an_abandoned_claim_is_taken_over_at_once_by_the_same_request_with_its_reserved_id,
+    an_event_inserted_twice_is_stored_once,
     notification_states_move_only_from_the_expected_ones,
     api_keys_are_found_by_hash_listed_and_revoked,
     identities_merge_properties_and_union_aliases,

@@ -11,7 +11,8 @@ use uuid::Uuid;
 
 use super::{
     ApiKey, Delivery, DeliveryClaim, Device, DeviceRegistration, Event, IdempotencyBegin, Identity,
-    NotificationState, Scope, Store, StoreError, StoreResult, StoredResponse,
+    Inserted, NotificationState, Scope, Store, StoreError, StoreResult, StoredResponse,
+    lease::ClaimRequest,
 };
 
 /// Wraps a store; every call fails with [`StoreError::Unavailable`] once
@@ -59,7 +60,7 @@ impl Store for Deadline {
         self.within(self.inner.revoke_api_key(id, at)).await
     }
 
-    async fn insert_event(&self, event: &Event) -> StoreResult<()> {
+    async fn insert_event(&self, event: &Event) -> StoreResult<Inserted> {
         self.within(self.inner.insert_event(event)).await
     }
 
@@ -95,14 +96,20 @@ impl Store for Deadline {
         scope: &Scope,
         key: &str,
         fingerprint: &str,
+        resource: Uuid,
         now: DateTime<Utc>,
         ttl: Duration,
         lock_timeout: Duration,
     ) -> StoreResult<IdempotencyBegin> {
-        self.within(
-            self.inner
-                .begin_idempotent(scope, key, fingerprint, now, ttl, lock_timeout),
-        )
+        self.within(self.inner.begin_idempotent(
+            scope,
+            key,
+            fingerprint,
+            resource,
+            now,
+            ttl,
+            lock_timeout,
+        ))
         .await
     }
 
@@ -120,28 +127,34 @@ impl Store for Deadline {
         self.within(self.inner.release_idempotent(scope, key)).await
     }
 
+    async fn abandon_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()> {
+        self.within(self.inner.abandon_idempotent(scope, key)).await
+    }
+
     async fn set_notification_state(
         &self,
         scope: &Scope,
         event_id: Uuid,
         from: &[NotificationState],
         to: NotificationState,
+        due: Option<DateTime<Utc>>,
     ) -> StoreResult<bool> {
-        self.within(self.inner.set_notification_state(scope, event_id, from, to))
-            .await
-    }
-
-    async fn events_in_notification_state(
-        &self,
-        states: &[NotificationState],
-        created_before: DateTime<Utc>,
-        limit: u32,
-    ) -> StoreResult<Vec<Event>> {
         self.within(
             self.inner
-                .events_in_notification_state(states, created_before, limit),
+                .set_notification_state(scope, event_id, from, to, due),
         )
         .await
+    }
+
+    async fn events_due(
+        &self,
+        states: &[NotificationState],
+        due_before: DateTime<Utc>,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>> {
+        self.within(self.inner.events_due(states, due_before, after, limit))
+            .await
     }
 
     async fn count_in_notification_state(&self, state: NotificationState) -> StoreResult<u64> {
@@ -183,17 +196,16 @@ impl Store for Deadline {
         scope: &Scope,
         event_id: Uuid,
         device_id: Uuid,
-        now: DateTime<Utc>,
-        stale_after: Duration,
+        request: &ClaimRequest,
     ) -> StoreResult<DeliveryClaim> {
         self.within(
             self.inner
-                .claim_delivery(scope, event_id, device_id, now, stale_after),
+                .claim_delivery(scope, event_id, device_id, request),
         )
         .await
     }
 
-    async fn finish_delivery(&self, scope: &Scope, delivery: &Delivery) -> StoreResult<()> {
+    async fn finish_delivery(&self, scope: &Scope, delivery: &Delivery) -> StoreResult<bool> {
         self.within(self.inner.finish_delivery(scope, delivery))
             .await
     }

@@ -4,6 +4,7 @@
 //! (`tests/e2e/store_contract.rs`) runs against both.
 
 mod deadline;
+pub mod lease;
 mod model;
 pub mod mongo;
 pub mod sqlite;
@@ -19,7 +20,7 @@ pub use self::{
     deadline::Deadline,
     model::{
         ApiKey, ApnsEnvironment, Delivery, DeliveryClaim, DeliveryState, Device,
-        DeviceRegistration, Event, IdempotencyBegin, Identity, NotificationState, Scope,
+        DeviceRegistration, Event, IdempotencyBegin, Identity, Inserted, NotificationState, Scope,
         StoredResponse,
     },
 };
@@ -54,8 +55,11 @@ pub trait Store: Send + Sync + 'static {
     /// Marks a key revoked. Returns false when no active key has that id.
     async fn revoke_api_key(&self, id: Uuid, at: DateTime<Utc>) -> StoreResult<bool>;
 
-    /// Stores an event and creates its channel if this is the channel's first event.
-    async fn insert_event(&self, event: &Event) -> StoreResult<()>;
+    /// Stores an event and creates its channel if this is the channel's
+    /// first event. An event with this id already stored (a retry of a
+    /// request whose first try timed out after writing it) is left as it
+    /// is and returned.
+    async fn insert_event(&self, event: &Event) -> StoreResult<Inserted>;
     /// One event of the scope, if it exists.
     async fn get_event(&self, scope: &Scope, id: Uuid) -> StoreResult<Option<Event>>;
     /// How many events the scope has.
@@ -76,13 +80,18 @@ pub trait Store: Send + Sync + 'static {
 
     /// Claims an idempotency key for a request with this fingerprint, or says
     /// why it cannot be claimed. Records older than `ttl` count as absent;
-    /// an in-flight claim older than `lock_timeout` is taken over, because the
-    /// process that made it is presumed dead.
+    /// an in-flight claim older than `lock_timeout`, or abandoned, is taken
+    /// over, because the process that made it is presumed dead. A new claim
+    /// reserves `resource` as the id of what the request creates; a claim
+    /// taken over keeps the id reserved first, so a retry can never create
+    /// a second resource.
+    #[allow(clippy::too_many_arguments)]
     async fn begin_idempotent(
         &self,
         scope: &Scope,
         key: &str,
         fingerprint: &str,
+        resource: Uuid,
         now: DateTime<Utc>,
         ttl: Duration,
         lock_timeout: Duration,
@@ -94,23 +103,26 @@ pub trait Store: Send + Sync + 'static {
         key: &str,
         response: &StoredResponse,
     ) -> StoreResult<()>;
-    /// Moves an event's notification to `to` if it is in one of `from`.
-    /// Returns whether it moved (a conditional update: a notifier that
-    /// already finished is never overwritten by a late "queued").
+    /// Moves an event's notification to `to` if it is in one of `from`, and
+    /// sets when the relay should look at it next (`due`). Returns whether
+    /// it moved (a conditional update: a notifier that already finished is
+    /// never overwritten by a late "queued").
     async fn set_notification_state(
         &self,
         scope: &Scope,
         event_id: Uuid,
         from: &[NotificationState],
         to: NotificationState,
+        due: Option<DateTime<Utc>>,
     ) -> StoreResult<bool>;
     /// Events of every scope whose notification is in one of `states` and
-    /// that were created before `created_before`, oldest first (the outbox
-    /// relay's work list).
-    async fn events_in_notification_state(
+    /// due at or before `due_before`, with ids after `after`, in id (so
+    /// creation) order: the outbox relay's work list, read page by page.
+    async fn events_due(
         &self,
         states: &[NotificationState],
-        created_before: DateTime<Utc>,
+        due_before: DateTime<Utc>,
+        after: Option<Uuid>,
         limit: u32,
     ) -> StoreResult<Vec<Event>>;
     /// How many events, across every scope, are in `state` (the outbox
@@ -138,25 +150,30 @@ pub trait Store: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
 
-    /// Claims the delivery of an event to a device before sending it. A claim
-    /// left `sending` for longer than `stale_after` belonged to a worker that
-    /// died, and is taken over.
+    /// Claims the delivery of an event to a device before sending it, as a
+    /// lease (the rule is [`lease::decide`], applied atomically).
     async fn claim_delivery(
         &self,
         scope: &Scope,
         event_id: Uuid,
         device_id: Uuid,
-        now: DateTime<Utc>,
-        stale_after: Duration,
+        request: &lease::ClaimRequest,
     ) -> StoreResult<DeliveryClaim>;
-    /// Records how a claimed delivery went.
-    async fn finish_delivery(&self, scope: &Scope, delivery: &Delivery) -> StoreResult<()>;
+    /// Records how a claimed delivery went, if the claim numbered
+    /// `delivery.attempts` is still the latest (false: the lease ran out and
+    /// another worker took the delivery over; nothing is written).
+    async fn finish_delivery(&self, scope: &Scope, delivery: &Delivery) -> StoreResult<bool>;
     /// Every delivery of an event, by device.
     async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>>;
 
-    /// Gives up a claim whose request must not be replayed (validation
-    /// failures, internal errors), so the key can be used again.
+    /// Forgets a claim whose request wrote nothing (a validation failure),
+    /// so the key can be used again, for another body too.
     async fn release_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()>;
+    /// Unlocks a claim whose request failed without a known outcome (a
+    /// server error, a store timeout: it may have written): the next retry
+    /// of the same request takes it over at once and reuses the reserved
+    /// resource id; another body with the key is still a mismatch.
+    async fn abandon_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()>;
 }
 
 /// Where the data lives, chosen from configuration.

@@ -65,6 +65,10 @@ pub struct Event {
     /// The HTTP request that recorded the event, carried into its jobs so a
     /// push can be traced back to it.
     pub request_id: Option<String>,
+    /// While the notification is `pending` or `queued`: when the outbox
+    /// relay should publish its job (again) if nothing has settled it by
+    /// then. `None` once settled.
+    pub notification_due_at: Option<DateTime<Utc>>,
 }
 
 /// Where an event's push notification stands.
@@ -197,17 +201,6 @@ impl DeliveryState {
     pub fn is_final(self) -> bool {
         matches!(self, Self::Delivered | Self::Failed)
     }
-
-    /// Whether a worker may claim a delivery in this state, claimed at
-    /// `claimed`: a scheduled retry always, a send only once its claim is
-    /// older than `stale_before` (its worker died). Shared by every backend.
-    pub fn claimable<T: PartialOrd>(self, claimed: T, stale_before: T) -> bool {
-        match self {
-            Self::Retrying => true,
-            Self::Sending => claimed < stale_before,
-            Self::Delivered | Self::Failed => false,
-        }
-    }
 }
 
 /// The push of one event to one device, recorded under the unique
@@ -217,22 +210,43 @@ pub struct Delivery {
     pub event_id: Uuid,
     pub device_id: Uuid,
     pub state: DeliveryState,
-    /// Sends tried so far.
+    /// Sends tried so far. Each claim takes the next number, and only the
+    /// holder of the latest claim may record an outcome (a fencing token).
     pub attempts: u32,
     pub error: Option<String>,
     pub apns_id: Option<String>,
+    /// `sending`: when the claim's lease runs out (its worker is presumed
+    /// dead after that); `retrying`: when the next try may start. `None`
+    /// once final.
+    pub lease_until: Option<DateTime<Utc>>,
     pub updated_at: DateTime<Utc>,
 }
 
 /// The answer to a worker asking to send one delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeliveryClaim {
-    /// Send it; this is attempt number `attempt` (1-based).
-    Acquired { attempt: u32 },
+    /// Send it; this is attempt number `attempt` (1-based), and the claim
+    /// is this worker's until `lease_until`.
+    Acquired {
+        attempt: u32,
+        lease_until: DateTime<Utc>,
+    },
     /// Already settled: do not send again.
     Settled(DeliveryState),
-    /// Another worker is sending it right now.
-    Busy,
+    /// Not now: another worker holds a live lease, or a retry is scheduled.
+    /// Look again at `until`.
+    Busy { until: DateTime<Utc> },
+    /// Claimed `attempts` times without an outcome that settled it (workers
+    /// kept dying on it): recorded as failed, never sent again.
+    GaveUp { attempts: u32 },
+}
+
+/// What inserting an event did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Inserted {
+    New,
+    /// An event with this id was already stored; here it is.
+    Existing(Box<Event>),
 }
 
 /// A user of the caller's product, as merged from every identify call.
@@ -257,8 +271,9 @@ pub struct StoredResponse {
 /// The outcome of claiming an idempotency key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IdempotencyBegin {
-    /// The caller owns the key now and must complete or release it.
-    Started,
+    /// The caller owns the key now and must complete, release or abandon
+    /// it. What the request creates gets the id `resource`.
+    Started { resource: Uuid },
     /// A request with the same key and body already completed: replay this.
     Replay(StoredResponse),
     /// The key was used for a request with another method, path or body.

@@ -20,8 +20,10 @@ use uuid::Uuid;
 
 use super::{
     ApiKey, ApnsEnvironment, Delivery, DeliveryClaim, DeliveryState, Device, DeviceRegistration,
-    Event, IdempotencyBegin, Identity, NotificationState, Scope, Store, StoreError, StoreResult,
-    StoredResponse, model::merge_identity_fields,
+    Event, IdempotencyBegin, Identity, Inserted, NotificationState, Scope, Store, StoreError,
+    StoreResult, StoredResponse,
+    lease::{self, ClaimRequest, Decision, Held},
+    model::merge_identity_fields,
 };
 
 /// MongoDB's duplicate key error code.
@@ -78,7 +80,7 @@ impl MongoStore {
         self.events()
             .create_index(
                 IndexModel::builder()
-                    .keys(doc! { "notification": 1, "createdAt": 1 })
+                    .keys(doc! { "notification": 1, "_id": 1 })
                     .build(),
             )
             .await
@@ -277,6 +279,7 @@ fn event_to_doc(e: &Event) -> Document {
         "createdAt": date(&e.created_at),
         "notification": e.notification.as_str(),
         "requestId": e.request_id.clone(),
+        "notificationDueAt": e.notification_due_at.as_ref().map(date),
     }
 }
 
@@ -303,6 +306,10 @@ fn event_from_doc(d: &Document) -> StoreResult<Event> {
             notification: NotificationState::parse(d.get_str("notification")?)
                 .ok_or_else(|| anyhow::anyhow!("unknown notification state"))?,
             request_id: opt_str(d, "requestId"),
+            notification_due_at: d
+                .get_datetime("notificationDueAt")
+                .ok()
+                .map(|t| t.to_chrono()),
         })
     };
     parse().map_err(|e| corrupt("event", e))
@@ -367,6 +374,7 @@ fn delivery_from_doc(d: &Document) -> StoreResult<Delivery> {
             error: opt_str(d, "error"),
             apns_id: opt_str(d, "apnsId"),
             updated_at: d.get_datetime("updatedAt")?.to_chrono(),
+            lease_until: d.get_datetime("leaseUntil").ok().map(|t| t.to_chrono()),
         })
     };
     parse().map_err(|e| corrupt("delivery", e))
@@ -445,7 +453,7 @@ impl Store for MongoStore {
         Ok(result.modified_count == 1)
     }
 
-    async fn insert_event(&self, event: &Event) -> StoreResult<()> {
+    async fn insert_event(&self, event: &Event) -> StoreResult<Inserted> {
         let mut channel = scope_filter(&event.scope);
         channel.insert("name", &event.channel_name);
         let created = self
@@ -462,11 +470,21 @@ impl Store for MongoStore {
             Err(e) if !is_duplicate_key(&e) => return Err(classify(e)),
             _ => {}
         }
-        self.events()
-            .insert_one(event_to_doc(event))
-            .await
-            .map_err(classify)?;
-        Ok(())
+        match self.events().insert_one(event_to_doc(event)).await {
+            Ok(_) => Ok(Inserted::New),
+            Err(e) if is_duplicate_key(&e) => {
+                let existing = self
+                    .events()
+                    .find_one(doc! { "_id": event.id.to_string() })
+                    .await
+                    .map_err(classify)?
+                    .ok_or_else(|| {
+                        StoreError::Backend(anyhow::anyhow!("event {} vanished", event.id))
+                    })?;
+                Ok(Inserted::Existing(Box::new(event_from_doc(&existing)?)))
+            }
+            Err(e) => Err(classify(e)),
+        }
     }
 
     async fn get_event(&self, scope: &Scope, id: Uuid) -> StoreResult<Option<Event>> {
@@ -574,6 +592,7 @@ impl Store for MongoStore {
         scope: &Scope,
         key: &str,
         fingerprint: &str,
+        resource: Uuid,
         now: DateTime<Utc>,
         ttl: Duration,
         lock_timeout: Duration,
@@ -587,9 +606,10 @@ impl Store for MongoStore {
         fresh.insert("status", Bson::Null);
         fresh.insert("createdAt", date(&now));
         fresh.insert("lockedAt", date(&now));
+        fresh.insert("resourceId", resource.to_string());
         for _ in 0..MAX_ATTEMPTS {
             match self.idempotency().insert_one(fresh.clone()).await {
-                Ok(_) => return Ok(IdempotencyBegin::Started),
+                Ok(_) => return Ok(IdempotencyBegin::Started { resource }),
                 Err(e) if !is_duplicate_key(&e) => return Err(classify(e)),
                 Err(_) => {}
             }
@@ -620,7 +640,7 @@ impl Store for MongoStore {
                     .await
                     .map_err(classify)?;
                 if replaced.matched_count == 1 {
-                    return Ok(IdempotencyBegin::Started);
+                    return Ok(IdempotencyBegin::Started { resource });
                 }
                 continue;
             }
@@ -639,16 +659,29 @@ impl Store for MongoStore {
                 }));
             }
             if locked < stale_before {
+                // Taken over: the id reserved by the first try stays, so
+                // what it may have written is found, not doubled.
+                let reserved = existing
+                    .get_str("resourceId")
+                    .ok()
+                    .and_then(|r| Uuid::parse_str(r).ok())
+                    .unwrap_or(resource);
                 let mut guard = id.clone();
                 guard.insert("lockedAt", date(&locked));
                 guard.insert("status", Bson::Null);
                 let taken = self
                     .idempotency()
-                    .update_one(guard, doc! { "$set": { "lockedAt": date(&now) } })
+                    .update_one(
+                        guard,
+                        doc! { "$set": {
+                            "lockedAt": date(&now),
+                            "resourceId": reserved.to_string(),
+                        }},
+                    )
                     .await
                     .map_err(classify)?;
                 if taken.matched_count == 1 {
-                    return Ok(IdempotencyBegin::Started);
+                    return Ok(IdempotencyBegin::Started { resource: reserved });
                 }
                 continue;
             }
@@ -689,43 +722,70 @@ impl Store for MongoStore {
         Ok(())
     }
 
+    async fn abandon_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()> {
+        let mut id = scope_filter(scope);
+        id.insert("key", key);
+        id.insert("status", Bson::Null);
+        self.idempotency()
+            .update_one(
+                id,
+                doc! { "$set": { "lockedAt": bson::DateTime::from_millis(0) } },
+            )
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
+
     async fn set_notification_state(
         &self,
         scope: &Scope,
         event_id: Uuid,
         from: &[NotificationState],
         to: NotificationState,
+        due: Option<DateTime<Utc>>,
     ) -> StoreResult<bool> {
         let mut filter = scope_filter(scope);
         filter.insert("_id", event_id.to_string());
         filter.insert("notification", doc! { "$in": state_names(from) });
         let result = self
             .events()
-            .update_one(filter, doc! { "$set": { "notification": to.as_str() } })
+            .update_one(
+                filter,
+                doc! { "$set": {
+                    "notification": to.as_str(),
+                    "notificationDueAt": due.as_ref().map(date),
+                }},
+            )
             .await
             .map_err(classify)?;
         Ok(result.matched_count == 1)
     }
 
-    async fn events_in_notification_state(
+    async fn events_due(
         &self,
         states: &[NotificationState],
-        created_before: DateTime<Utc>,
+        due_before: DateTime<Utc>,
+        after: Option<Uuid>,
         limit: u32,
     ) -> StoreResult<Vec<Event>> {
-        let docs: Vec<Document> = self
-            .events()
-            .find(doc! {
-                "notification": { "$in": state_names(states) },
-                "createdAt": { "$lt": date(&created_before) },
-            })
-            .sort(doc! { "createdAt": 1 })
-            .limit(i64::from(limit))
-            .await
-            .map_err(classify)?
-            .try_collect()
-            .await
-            .map_err(classify)?;
+        let mut filter = doc! {
+            "notification": { "$in": state_names(states) },
+            // Events written before due times existed have none: due now.
+            "$or": [
+                { "notificationDueAt": { "$lte": date(&due_before) } },
+                { "notificationDueAt": Bson::Null },
+            ],
+        };
+        if let Some(after) = after {
+            filter.insert("_id", doc! { "$gt": after.to_string() });
+        }
+        let docs = find_all(
+            &self.events(),
+            filter,
+            doc! { "_id": 1 },
+            Some(i64::from(limit)),
+        )
+        .await?;
         docs.iter().map(event_from_doc).collect()
     }
 
@@ -835,88 +895,120 @@ impl Store for MongoStore {
         scope: &Scope,
         event_id: Uuid,
         device_id: Uuid,
-        now: DateTime<Utc>,
-        stale_after: Duration,
+        request: &ClaimRequest,
     ) -> StoreResult<DeliveryClaim> {
         let key = doc! { "eventId": event_id.to_string(), "deviceId": device_id.to_string() };
-        let stale_before = now - stale_after;
+        let now = date(&request.now);
         for _ in 0..MAX_ATTEMPTS {
-            let mut fresh = key.clone();
-            fresh.insert("org", &scope.org);
-            fresh.insert("project", &scope.project);
-            fresh.insert("state", DeliveryState::Sending.as_str());
-            fresh.insert("attempts", 1i64);
-            fresh.insert("claimedAt", date(&now));
-            fresh.insert("updatedAt", date(&now));
-            match self.deliveries().insert_one(fresh).await {
-                Ok(_) => return Ok(DeliveryClaim::Acquired { attempt: 1 }),
-                Err(e) if !is_duplicate_key(&e) => return Err(classify(e)),
-                Err(_) => {}
-            }
-            let Some(existing) = self
+            let existing = self
                 .deliveries()
                 .find_one(key.clone())
                 .await
-                .map_err(classify)?
-            else {
-                continue;
-            };
-            let current = delivery_from_doc(&existing)?;
-            let claimed = existing
-                .get_datetime("claimedAt")
-                .map_err(|e| corrupt("delivery", e))?
-                .to_chrono();
-            if !current.state.claimable(claimed, stale_before) {
-                return Ok(if current.state.is_final() {
-                    DeliveryClaim::Settled(current.state)
-                } else {
-                    DeliveryClaim::Busy
-                });
-            }
-            // Only one worker wins the takeover: the update is conditional
-            // on the state and claim time it read.
-            let mut guard = key.clone();
-            guard.insert("state", current.state.as_str());
-            guard.insert("claimedAt", date(&claimed));
-            let attempt = current.attempts + 1;
-            let taken = self
-                .deliveries()
-                .update_one(
-                    guard,
-                    doc! { "$set": {
-                        "state": DeliveryState::Sending.as_str(),
-                        "attempts": i64::from(attempt),
-                        "claimedAt": date(&now),
-                        "updatedAt": date(&now),
-                    }},
-                )
-                .await
                 .map_err(classify)?;
-            if taken.matched_count == 1 {
-                return Ok(DeliveryClaim::Acquired { attempt });
+            let held = existing
+                .as_ref()
+                .map(|d| {
+                    let current = delivery_from_doc(d)?;
+                    // Records from before leases: a claim's lease was a minute.
+                    let lease_until = current.lease_until.unwrap_or_else(|| {
+                        d.get_datetime("claimedAt")
+                            .map(|t| t.to_chrono() + chrono::Duration::seconds(60))
+                            .unwrap_or_default()
+                    });
+                    Ok::<_, StoreError>(Held {
+                        state: current.state,
+                        attempts: current.attempts,
+                        lease_until,
+                    })
+                })
+                .transpose()?;
+            let decision = lease::decide(held, request);
+            // Every write is conditional on the record read (or on there
+            // being none), so of two workers racing only one wins.
+            let written = match (decision, held) {
+                (Decision::Answer(_), _) => true,
+                (
+                    Decision::Take {
+                        attempt,
+                        lease_until,
+                    },
+                    None,
+                ) => {
+                    let mut fresh = key.clone();
+                    fresh.insert("org", &scope.org);
+                    fresh.insert("project", &scope.project);
+                    fresh.insert("state", DeliveryState::Sending.as_str());
+                    fresh.insert("attempts", i64::from(attempt));
+                    fresh.insert("claimedAt", now);
+                    fresh.insert("leaseUntil", date(&lease_until));
+                    fresh.insert("updatedAt", now);
+                    match self.deliveries().insert_one(fresh).await {
+                        Ok(_) => true,
+                        Err(e) if is_duplicate_key(&e) => false,
+                        Err(e) => return Err(classify(e)),
+                    }
+                }
+                (decision, Some(held)) => {
+                    let mut guard = key.clone();
+                    guard.insert("state", held.state.as_str());
+                    guard.insert("attempts", i64::from(held.attempts));
+                    let update = match decision {
+                        Decision::Take {
+                            attempt,
+                            lease_until,
+                        } => doc! { "$set": {
+                            "state": DeliveryState::Sending.as_str(),
+                            "attempts": i64::from(attempt),
+                            "claimedAt": now,
+                            "leaseUntil": date(&lease_until),
+                            "updatedAt": now,
+                        }},
+                        _ => doc! { "$set": {
+                            "state": DeliveryState::Failed.as_str(),
+                            "error": lease::gave_up_reason(held.attempts),
+                            "leaseUntil": Bson::Null,
+                            "updatedAt": now,
+                        }},
+                    };
+                    self.deliveries()
+                        .update_one(guard, update)
+                        .await
+                        .map_err(classify)?
+                        .matched_count
+                        == 1
+                }
+                (Decision::GiveUp { .. }, None) => true,
+            };
+            if written {
+                return Ok(decision.claim());
             }
         }
-        Ok(DeliveryClaim::Busy)
+        Err(StoreError::Unavailable(
+            "delivery claim is contended; try again".into(),
+        ))
     }
 
-    async fn finish_delivery(&self, scope: &Scope, delivery: &Delivery) -> StoreResult<()> {
+    async fn finish_delivery(&self, scope: &Scope, delivery: &Delivery) -> StoreResult<bool> {
         let mut filter = scope_filter(scope);
         filter.insert("eventId", delivery.event_id.to_string());
         filter.insert("deviceId", delivery.device_id.to_string());
-        self.deliveries()
+        filter.insert("state", DeliveryState::Sending.as_str());
+        filter.insert("attempts", i64::from(delivery.attempts));
+        let result = self
+            .deliveries()
             .update_one(
                 filter,
                 doc! { "$set": {
                     "state": delivery.state.as_str(),
-                    "attempts": i64::from(delivery.attempts),
                     "error": delivery.error.clone(),
                     "apnsId": delivery.apns_id.clone(),
+                    "leaseUntil": delivery.lease_until.as_ref().map(date),
                     "updatedAt": date(&delivery.updated_at),
                 }},
             )
             .await
             .map_err(classify)?;
-        Ok(())
+        Ok(result.matched_count == 1)
     }
 
     async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>> {

@@ -16,8 +16,10 @@ use uuid::Uuid;
 
 use super::{
     ApiKey, ApnsEnvironment, Delivery, DeliveryClaim, DeliveryState, Device, DeviceRegistration,
-    Event, IdempotencyBegin, Identity, NotificationState, Scope, Store, StoreError, StoreResult,
-    StoredResponse, model::merge_identity_fields,
+    Event, IdempotencyBegin, Identity, Inserted, NotificationState, Scope, Store, StoreError,
+    StoreResult, StoredResponse,
+    lease::{self, ClaimRequest, Decision, Held},
+    model::merge_identity_fields,
 };
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how
@@ -114,6 +116,16 @@ CREATE TABLE deliveries (
     PRIMARY KEY (event_id, device_id)
 );
 "#,
+    // Leases: when an unsettled notification is next due for the relay,
+    // when a delivery claim runs out, the id an idempotency key reserves.
+    r#"
+ALTER TABLE events ADD COLUMN notification_due_ms INTEGER;
+UPDATE events SET notification_due_ms = 0 WHERE notification_state IN ('pending', 'queued');
+CREATE INDEX events_by_relay ON events (notification_state, id);
+ALTER TABLE deliveries ADD COLUMN lease_until_ms INTEGER NOT NULL DEFAULT 0;
+UPDATE deliveries SET lease_until_ms = claimed_at_ms + 60000 WHERE state = 'sending';
+ALTER TABLE idempotency ADD COLUMN resource_id TEXT;
+"#,
 ];
 
 /// How often expired idempotency rows are swept (SQLite has no TTL index).
@@ -200,6 +212,16 @@ fn parse_ts(s: &str) -> rusqlite::Result<DateTime<Utc>> {
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
 }
 
+fn ms(t: &DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn from_ms(ms: i64) -> rusqlite::Result<DateTime<Utc>> {
+    DateTime::from_timestamp_millis(ms).ok_or_else(|| {
+        rusqlite::Error::ToSqlConversionFailure(format!("timestamp {ms} out of range").into())
+    })
+}
+
 fn parse_uuid(s: &str) -> rusqlite::Result<Uuid> {
     Uuid::parse_str(s).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
 }
@@ -232,7 +254,8 @@ fn key_from_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
 }
 
 const EVENT_COLUMNS: &str = "id, org, project, channel_name, title, description, icon, tags, \
-                             metadata, user_id, notify, source, created_at, notification_state, request_id";
+                             metadata, user_id, notify, source, created_at, notification_state, request_id, \
+                             notification_due_ms";
 
 fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
     Ok(Event {
@@ -250,6 +273,7 @@ fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
         created_at: parse_ts(&r.get::<_, String>(12)?)?,
         notification: parse_enum(&r.get::<_, String>(13)?, NotificationState::parse)?,
         request_id: r.get(14)?,
+        notification_due_at: r.get::<_, Option<i64>>(15)?.map(from_ms).transpose()?,
     })
 }
 
@@ -280,7 +304,8 @@ fn device_from_row(r: &Row<'_>) -> rusqlite::Result<Device> {
     })
 }
 
-const DELIVERY_COLUMNS: &str = "event_id, device_id, state, attempts, error, apns_id, updated_at";
+const DELIVERY_COLUMNS: &str =
+    "event_id, device_id, state, attempts, error, apns_id, updated_at, lease_until_ms";
 
 fn delivery_from_row(r: &Row<'_>) -> rusqlite::Result<Delivery> {
     Ok(Delivery {
@@ -291,6 +316,10 @@ fn delivery_from_row(r: &Row<'_>) -> rusqlite::Result<Delivery> {
         error: r.get(4)?,
         apns_id: r.get(5)?,
         updated_at: parse_ts(&r.get::<_, String>(6)?)?,
+        lease_until: match r.get::<_, i64>(7)? {
+            0 => None,
+            ms => Some(from_ms(ms)?),
+        },
     })
 }
 
@@ -358,38 +387,49 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn insert_event(&self, event: &Event) -> StoreResult<()> {
+    async fn insert_event(&self, event: &Event) -> StoreResult<Inserted> {
         let e = event.clone();
         self.run(move |c| {
             let tags = to_json(&e.tags)?;
             let metadata = to_json(&e.metadata)?;
             let created = ts(&e.created_at);
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let inserted = tx
+                .prepare_cached(&format!(
+                    "INSERT INTO events ({EVENT_COLUMNS}) \
+                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16) \
+                     ON CONFLICT (id) DO NOTHING"
+                ))?
+                .execute(params![
+                    e.id.to_string(),
+                    e.scope.org,
+                    e.scope.project,
+                    e.channel_name,
+                    e.title,
+                    e.description,
+                    e.icon,
+                    tags,
+                    metadata,
+                    e.user_id,
+                    e.notify,
+                    e.source,
+                    created,
+                    e.notification.as_str(),
+                    e.request_id,
+                    e.notification_due_at.as_ref().map(ms),
+                ])?;
+            if inserted == 0 {
+                let existing = tx
+                    .prepare_cached(&format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1"))?
+                    .query_row([e.id.to_string()], event_from_row)?;
+                return Ok(Inserted::Existing(Box::new(existing)));
+            }
             tx.prepare_cached(
                 "INSERT OR IGNORE INTO channels (org, project, name, created_at) VALUES (?1,?2,?3,?4)",
             )?
             .execute(params![e.scope.org, e.scope.project, e.channel_name, created])?;
-            tx.prepare_cached(&format!(
-                "INSERT INTO events ({EVENT_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"
-            ))?
-            .execute(params![
-                e.id.to_string(),
-                e.scope.org,
-                e.scope.project,
-                e.channel_name,
-                e.title,
-                e.description,
-                e.icon,
-                tags,
-                metadata,
-                e.user_id,
-                e.notify,
-                e.source,
-                created,
-                e.notification.as_str(),
-                e.request_id,
-            ])?;
-            tx.commit()
+            tx.commit()?;
+            Ok(Inserted::New)
         })
         .await
     }
@@ -496,11 +536,13 @@ impl Store for SqliteStore {
         scope: &Scope,
         key: &str,
         fingerprint: &str,
+        resource: Uuid,
         now: DateTime<Utc>,
         ttl: Duration,
         lock_timeout: Duration,
     ) -> StoreResult<IdempotencyBegin> {
         let scope = scope.clone();
+        let fresh = resource.to_string();
         let key = key.to_owned();
         let fingerprint = fingerprint.to_owned();
         let now_ms = now.timestamp_millis();
@@ -520,8 +562,8 @@ impl Store for SqliteStore {
             }
             let existing = tx
                 .prepare_cached(
-                    "SELECT fingerprint, status, content_type, body, created_at_ms, locked_at_ms \
-                     FROM idempotency WHERE org = ?1 AND project = ?2 AND key = ?3",
+                    "SELECT fingerprint, status, content_type, body, created_at_ms, locked_at_ms, \
+                     resource_id FROM idempotency WHERE org = ?1 AND project = ?2 AND key = ?3",
                 )?
                 .query_row(params![scope.org, scope.project, key], |r| {
                     Ok((
@@ -531,11 +573,12 @@ impl Store for SqliteStore {
                         r.get::<_, Option<Vec<u8>>>(3)?,
                         r.get::<_, i64>(4)?,
                         r.get::<_, i64>(5)?,
+                        r.get::<_, Option<String>>(6)?,
                     ))
                 })
                 .optional()?;
             let outcome = match existing {
-                Some((fp, status, content_type, body, created, locked))
+                Some((fp, status, content_type, body, created, locked, reserved))
                     if created >= expired_before =>
                 {
                     if fp != fingerprint {
@@ -547,12 +590,17 @@ impl Store for SqliteStore {
                             body: body.unwrap_or_default(),
                         })
                     } else if locked < stale_before {
+                        // Taken over: the id reserved by the first try stays,
+                        // so what it may have written is found, not doubled.
+                        let resource = reserved.unwrap_or(fresh);
                         tx.execute(
-                            "UPDATE idempotency SET locked_at_ms = ?4 \
+                            "UPDATE idempotency SET locked_at_ms = ?4, resource_id = ?5 \
                              WHERE org = ?1 AND project = ?2 AND key = ?3",
-                            params![scope.org, scope.project, key, now_ms],
+                            params![scope.org, scope.project, key, now_ms, resource],
                         )?;
-                        IdempotencyBegin::Started
+                        IdempotencyBegin::Started {
+                            resource: parse_uuid(&resource)?,
+                        }
                     } else {
                         IdempotencyBegin::InFlight
                     }
@@ -560,11 +608,12 @@ impl Store for SqliteStore {
                 _ => {
                     tx.execute(
                         "INSERT OR REPLACE INTO idempotency \
-                         (org, project, key, fingerprint, status, content_type, body, created_at_ms, locked_at_ms) \
-                         VALUES (?1,?2,?3,?4,NULL,NULL,NULL,?5,?5)",
-                        params![scope.org, scope.project, key, fingerprint, now_ms],
+                         (org, project, key, fingerprint, status, content_type, body, created_at_ms, \
+                          locked_at_ms, resource_id) \
+                         VALUES (?1,?2,?3,?4,NULL,NULL,NULL,?5,?5,?6)",
+                        params![scope.org, scope.project, key, fingerprint, now_ms, fresh],
                     )?;
-                    IdempotencyBegin::Started
+                    IdempotencyBegin::Started { resource }
                 }
             };
             tx.commit()?;
@@ -613,19 +662,34 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn abandon_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()> {
+        let scope = scope.clone();
+        let key = key.to_owned();
+        self.run(move |c| {
+            c.execute(
+                "UPDATE idempotency SET locked_at_ms = 0 \
+                 WHERE org = ?1 AND project = ?2 AND key = ?3 AND status IS NULL",
+                params![scope.org, scope.project, key],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn set_notification_state(
         &self,
         scope: &Scope,
         event_id: Uuid,
         from: &[NotificationState],
         to: NotificationState,
+        due: Option<DateTime<Utc>>,
     ) -> StoreResult<bool> {
         let scope = scope.clone();
         let from = state_list(from);
         self.run(move |c| {
             let n = c
                 .prepare_cached(
-                    "UPDATE events SET notification_state = ?4 \
+                    "UPDATE events SET notification_state = ?4, notification_due_ms = ?6 \
                      WHERE id = ?1 AND org = ?2 AND project = ?3 \
                      AND notification_state IN (SELECT value FROM json_each(?5))",
                 )?
@@ -634,27 +698,35 @@ impl Store for SqliteStore {
                     scope.org,
                     scope.project,
                     to.as_str(),
-                    from
+                    from,
+                    due.as_ref().map(ms),
                 ])?;
             Ok(n == 1)
         })
         .await
     }
 
-    async fn events_in_notification_state(
+    async fn events_due(
         &self,
         states: &[NotificationState],
-        created_before: DateTime<Utc>,
+        due_before: DateTime<Utc>,
+        after: Option<Uuid>,
         limit: u32,
     ) -> StoreResult<Vec<Event>> {
         let states = state_list(states);
+        // Every UUID's text sorts after the empty string.
+        let after = after.map(|id| id.to_string()).unwrap_or_default();
         self.run(move |c| {
             c.prepare_cached(&format!(
-                "SELECT {EVENT_COLUMNS} FROM events WHERE created_at < ?1 \
-                 AND notification_state IN (SELECT value FROM json_each(?3)) \
-                 ORDER BY created_at LIMIT ?2"
+                "SELECT {EVENT_COLUMNS} FROM events \
+                 WHERE notification_state IN (SELECT value FROM json_each(?1)) \
+                 AND coalesce(notification_due_ms, 0) <= ?2 AND id > ?3 \
+                 ORDER BY id LIMIT ?4"
             ))?
-            .query_map(params![ts(&created_before), limit, states], event_from_row)?
+            .query_map(
+                params![states, ms(&due_before), after, limit],
+                event_from_row,
+            )?
             .collect()
         })
         .await
@@ -773,60 +845,81 @@ impl Store for SqliteStore {
         scope: &Scope,
         event_id: Uuid,
         device_id: Uuid,
-        now: DateTime<Utc>,
-        stale_after: Duration,
+        request: &ClaimRequest,
     ) -> StoreResult<DeliveryClaim> {
         let scope = scope.clone();
-        let now_ms = now.timestamp_millis();
-        let stale_before = now_ms - stale_after.as_millis() as i64;
+        let request = *request;
         self.run(move |c| {
+            let (event, device) = (event_id.to_string(), device_id.to_string());
+            // IMMEDIATE: the read and the write below are one atomic step.
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let existing = tx
-                .query_row(
-                    "SELECT state, attempts, claimed_at_ms FROM deliveries WHERE event_id = ?1 AND device_id = ?2",
-                    params![event_id.to_string(), device_id.to_string()],
-                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?, r.get::<_, i64>(2)?)),
-                )
-                .optional()?;
-            let claim = match existing {
-                None => {
+            let held = tx
+                .prepare_cached(
+                    "SELECT state, attempts, lease_until_ms FROM deliveries \
+                     WHERE event_id = ?1 AND device_id = ?2",
+                )?
+                .query_row(params![event, device], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?, r.get::<_, i64>(2)?))
+                })
+                .optional()?
+                .map(|(state, attempts, until)| {
+                    Ok::<_, rusqlite::Error>(Held {
+                        state: parse_enum(&state, DeliveryState::parse)?,
+                        attempts,
+                        lease_until: from_ms(until)?,
+                    })
+                })
+                .transpose()?;
+            let decision = lease::decide(held, &request);
+            let now = ts(&request.now);
+            match decision {
+                Decision::Take { attempt, lease_until } => {
+                    tx.prepare_cached(
+                        "INSERT INTO deliveries (event_id, device_id, org, project, state, attempts, \
+                         claimed_at_ms, lease_until_ms, updated_at) \
+                         VALUES (?1, ?2, ?3, ?4, 'sending', ?5, ?6, ?7, ?8) \
+                         ON CONFLICT (event_id, device_id) DO UPDATE SET state = 'sending', \
+                         attempts = excluded.attempts, claimed_at_ms = excluded.claimed_at_ms, \
+                         lease_until_ms = excluded.lease_until_ms, updated_at = excluded.updated_at",
+                    )?
+                    .execute(params![
+                        event,
+                        device,
+                        scope.org,
+                        scope.project,
+                        attempt,
+                        ms(&request.now),
+                        ms(&lease_until),
+                        now
+                    ])?;
+                }
+                Decision::GiveUp { attempts } => {
                     tx.execute(
-                        "INSERT INTO deliveries (event_id, device_id, org, project, state, attempts, claimed_at_ms, updated_at) \
-                         VALUES (?1, ?2, ?3, ?4, 'sending', 1, ?5, ?6)",
-                        params![event_id.to_string(), device_id.to_string(), scope.org, scope.project, now_ms, ts(&now)],
+                        "UPDATE deliveries SET state = 'failed', error = ?3, lease_until_ms = 0, \
+                         updated_at = ?4 WHERE event_id = ?1 AND device_id = ?2",
+                        params![event, device, lease::gave_up_reason(attempts), now],
                     )?;
-                    DeliveryClaim::Acquired { attempt: 1 }
                 }
-                Some((state, attempts, claimed)) => {
-                    let state = parse_enum(&state, DeliveryState::parse)?;
-                    if state.claimable(claimed, stale_before) {
-                        tx.execute(
-                            "UPDATE deliveries SET state = 'sending', attempts = ?3, claimed_at_ms = ?4, updated_at = ?5 \
-                             WHERE event_id = ?1 AND device_id = ?2",
-                            params![event_id.to_string(), device_id.to_string(), attempts + 1, now_ms, ts(&now)],
-                        )?;
-                        DeliveryClaim::Acquired { attempt: attempts + 1 }
-                    } else if state.is_final() {
-                        DeliveryClaim::Settled(state)
-                    } else {
-                        DeliveryClaim::Busy
-                    }
-                }
-            };
+                Decision::Answer(_) => {}
+            }
             tx.commit()?;
-            Ok(claim)
+            Ok(decision.claim())
         })
         .await
     }
 
-    async fn finish_delivery(&self, scope: &Scope, delivery: &Delivery) -> StoreResult<()> {
+    async fn finish_delivery(&self, scope: &Scope, delivery: &Delivery) -> StoreResult<bool> {
         let scope = scope.clone();
         let d = delivery.clone();
         self.run(move |c| {
-            c.execute(
-                "UPDATE deliveries SET state = ?5, attempts = ?6, error = ?7, apns_id = ?8, updated_at = ?9 \
-                 WHERE event_id = ?1 AND device_id = ?2 AND org = ?3 AND project = ?4",
-                params![
+            let n = c
+                .prepare_cached(
+                    "UPDATE deliveries SET state = ?5, error = ?7, apns_id = ?8, updated_at = ?9, \
+                     lease_until_ms = ?10 \
+                     WHERE event_id = ?1 AND device_id = ?2 AND org = ?3 AND project = ?4 \
+                     AND state = 'sending' AND attempts = ?6",
+                )?
+                .execute(params![
                     d.event_id.to_string(),
                     d.device_id.to_string(),
                     scope.org,
@@ -836,9 +929,9 @@ impl Store for SqliteStore {
                     d.error,
                     d.apns_id,
                     ts(&d.updated_at),
-                ],
-            )?;
-            Ok(())
+                    d.lease_until.as_ref().map_or(0, ms),
+                ])?;
+            Ok(n == 1)
         })
         .await
     }

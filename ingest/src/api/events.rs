@@ -3,8 +3,8 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
-use common::store::{Delivery, Event, NotificationState};
-use poem::web::Data;
+use common::store::{Delivery, Event, Inserted, NotificationState};
+use poem::{Request, web::Data};
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path, payload::Json};
 use serde_json::Value;
 use uuid::Uuid;
@@ -13,6 +13,7 @@ use super::{ApiTags, Success};
 use crate::{
     auth::AuthContext,
     error::ApiError,
+    idempotency::Reserved,
     request_id::RequestId,
     state::AppState,
     types::{Icon, Nullable},
@@ -185,14 +186,22 @@ impl EventsApi {
     #[oai(path = "/v1/events", method = "post", operation_id = "createEvent")]
     async fn create(
         &self,
+        req: &Request,
         body: ValidatedJson<EventIn>,
         auth: Data<&AuthContext>,
         request_id: Data<&RequestId>,
     ) -> poem::Result<CreateEventResponse> {
         let input = body.0;
         let notify = input.notify.unwrap_or(true);
-        let mut event = Event {
-            id: Uuid::now_v7(),
+        let now = common::time::now();
+        let event = Event {
+            // A retry under an Idempotency-Key reuses the id its first try
+            // reserved, so a first try that timed out after writing is
+            // found below instead of recorded twice.
+            id: req
+                .extensions()
+                .get::<Reserved>()
+                .map_or_else(Uuid::now_v7, |r| r.0),
             scope: auth.scope.clone(),
             channel_name: input.channel_name,
             title: input.title,
@@ -203,23 +212,34 @@ impl EventsApi {
             user_id: input.user_id.and_then(|u| u.0),
             notify,
             source: input.source,
-            created_at: common::time::now(),
+            created_at: now,
             notification: if notify {
                 NotificationState::Pending
             } else {
                 NotificationState::Skipped
             },
             request_id: Some(request_id.to_string()),
+            notification_due_at: notify.then(|| self.state.outbox.pending_due(now)),
         };
-        self.state
+        let inserted = self
+            .state
             .store
             .insert_event(&event)
             .await
             .map_err(ApiError::from)?;
-        if notify {
+        let mut event = match inserted {
+            Inserted::New => {
+                tracing::info!(eventId = %event.id, channel = %event.channel_name, "event recorded");
+                event
+            }
+            Inserted::Existing(stored) => {
+                tracing::info!(eventId = %stored.id, "event was recorded by an earlier try of this request");
+                *stored
+            }
+        };
+        if event.notification == NotificationState::Pending {
             event.notification = self.state.outbox.dispatch(&event).await;
         }
-        tracing::info!(eventId = %event.id, channel = %event.channel_name, "event recorded");
         Ok(CreateEventResponse::Created(Json(Success::new(
             EventOut::new(event, None),
             **request_id,

@@ -905,6 +905,7 @@ MC4CAQAwBQYDK2VwBCIEIEDJRwcry9am2GwC5EjDYwFi1cRVjjjsZ9c4DfqHytAT
 
     fn push(device_token: &str, alert: Alert) -> Push {
         Push {
+            device_id: Uuid::nil(),
             device_token: device_token.into(),
             environment: ApnsEnvironment::Sandbox,
             alert,

@@ -21,6 +21,7 @@ impl PushProvider for LoggingProvider {
         // stays out of the log.
         // The event's id and requestId come from the job's span.
         tracing::info!(
+            deviceId = %push.device_id,
             channel = %push.alert.channel,
             title = %push.alert.title,
             environment = push.environment.as_str(),
@@ -118,6 +119,7 @@ mod tests {
 
     fn push() -> Push {
         Push {
+            device_id: Uuid::nil(),
             device_token: DEVICE_TOKEN.into(),
             environment: ApnsEnvironment::Sandbox,
             alert: Alert {

@@ -28,6 +28,8 @@ pub struct Alert {
 /// One push to send.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Push {
+    /// The device's id in Tocsin (not a secret, unlike the token).
+    pub device_id: Uuid,
     pub device_token: String,
     pub environment: ApnsEnvironment,
     pub alert: Alert,
@@ -37,6 +39,7 @@ impl std::fmt::Debug for Push {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Device tokens never reach a log line.
         f.debug_struct("Push")
+            .field("device_id", &self.device_id)
             .field("environment", &self.environment)
             .field("alert", &self.alert)
             .finish_non_exhaustive()
