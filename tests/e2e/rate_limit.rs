@@ -1,5 +1,6 @@
 //! Rate limits: every response reports them; a key's quota is enforced with
-//! 429, Retry-After and the envelope; a key may have its own quota.
+//! 429, Retry-After and the envelope; a key may have its own quota; a fresh
+//! key's concurrent first requests share one quota.
 
 use serde_json::json;
 use tocsin_tests::{Reply, StoreKind, TestApp, for_each_store};
@@ -97,6 +98,21 @@ async fn a_key_over_its_own_limit_gets_429(kind: StoreKind) {
         .post_event(&other, &json!({ "channelName": "c", "title": "t" }))
         .await;
     assert_eq!(r.status(), 201);
+}
+
+/// 150 requests at once on a key never used before: exactly its 100 pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_requests_of_a_fresh_key_get_exactly_its_quota() {
+    let app = TestApp::spawn(StoreKind::Sqlite).await;
+    let (key, _) = app.new_key().await;
+    let answers = futures::future::join_all((0..150).map(|_| async {
+        app.get_as("/v1/devices", &key).await.status().as_u16()
+    }))
+    .await;
+    let limited = answers.iter().filter(|s| **s == 429).count();
+    let others: Vec<u16> = answers.iter().copied().filter(|s| *s != 429).collect();
+    assert!(others.iter().all(|s| *s == 200), "{answers:?}");
+    assert_eq!((others.len(), limited), (100, 50), "{answers:?}");
 }
 
 for_each_store!(
