@@ -20,6 +20,7 @@ pub mod rate_limit;
 pub mod request_id;
 pub mod startup;
 pub mod state;
+pub mod storable_keys;
 pub mod types;
 pub mod validation;
 

@@ -310,10 +310,7 @@ mod tests {
                     })
                 })
                 .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("thread"))
-                .sum()
+            handles.into_iter().map(|h| h.join().expect("thread")).sum()
         })
     }
 

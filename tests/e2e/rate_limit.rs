@@ -108,9 +108,9 @@ async fn concurrent_first_requests_of_a_fresh_key_get_exactly_its_quota(kind: St
     let mut passed = Vec::new();
     for _ in 0..ROUNDS {
         let (key, _) = app.new_key().await;
-        let answers = futures::future::join_all((0..150).map(|_| async {
-            app.get_as("/v1/devices", &key).await.status().as_u16()
-        }))
+        let answers = futures::future::join_all(
+            (0..150).map(|_| async { app.get_as("/v1/devices", &key).await.status().as_u16() }),
+        )
         .await;
         assert!(
             answers.iter().all(|s| *s == 200 || *s == 429),
