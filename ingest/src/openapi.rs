@@ -170,6 +170,10 @@ fn complete_operations(doc: &mut Value) {
             let mut errors = vec![
                 ("429", error_response("Rate limit exceeded.", true)),
                 (
+                    "431",
+                    error_response("Too many or too large header fields.", false),
+                ),
+                (
                     "500",
                     error_response("Internal error; the body has only the request id.", false),
                 ),
