@@ -31,6 +31,11 @@ pub struct Config {
     pub auth_failures_per_minute: u32,
     pub anonymous_rate_limit_per_minute: u32,
     pub max_body_bytes: usize,
+    pub max_headers: usize,
+    pub max_header_bytes: usize,
+    pub header_read_timeout_ms: u64,
+    pub idle_timeout_ms: u64,
+    pub max_connections: usize,
     pub trust_forwarded_for: bool,
     pub shutdown_grace_seconds: u64,
     pub log_format: LogFormat,
@@ -107,6 +112,34 @@ impl Config {
                 "must start with amqp:// or amqps://",
             ));
         }
+        for (var, value) in [
+            ("INGEST_HEADER_READ_TIMEOUT_MS", self.header_read_timeout_ms),
+            ("INGEST_IDLE_TIMEOUT_MS", self.idle_timeout_ms),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::invalid(var, "must be at least 1"));
+            }
+        }
+        // Tokio's semaphore, which holds the connection slots, takes at most
+        // usize::MAX >> 3 permits.
+        if !(1..=1 << 24).contains(&self.max_connections) {
+            return Err(ConfigError::invalid(
+                "INGEST_MAX_CONNECTIONS",
+                "must be between 1 and 16777216",
+            ));
+        }
+        if !(16..=1000).contains(&self.max_headers) {
+            return Err(ConfigError::invalid(
+                "INGEST_MAX_HEADERS",
+                "must be between 16 and 1000",
+            ));
+        }
+        if !(4096..=1 << 20).contains(&self.max_header_bytes) {
+            return Err(ConfigError::invalid(
+                "INGEST_MAX_HEADER_BYTES",
+                "must be between 4096 and 1048576",
+            ));
+        }
         if self.max_body_bytes < 1024 {
             return Err(ConfigError::invalid(
                 "INGEST_MAX_BODY_BYTES",
@@ -174,6 +207,21 @@ impl Config {
         crate::outbox::RelayTimes {
             grace: Duration::from_millis(self.relay_grace_ms),
             requeue_after: Duration::from_secs(self.requeue_after_seconds),
+        }
+    }
+
+    /// How the HTTP server treats connections and request heads.
+    pub fn server(&self) -> crate::server::Settings {
+        crate::server::Settings {
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            max_connections: self.max_connections,
+            // Four times our limits: requests a little over them reach the
+            // middleware, which answers with the envelope; hyper answers
+            // far larger ones itself, before anything is buffered.
+            hyper_max_headers: self.max_headers * 4,
+            hyper_max_header_bytes: self.max_header_bytes * 4,
+            grace: Duration::from_secs(self.shutdown_grace_seconds),
         }
     }
 

@@ -66,6 +66,13 @@ pub enum ApiError {
     IdempotencyInFlight,
     #[error("request body is larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
+    #[error(
+        "request header fields are too large: at most {max_headers} fields and {max_bytes} bytes"
+    )]
+    HeadersTooLarge {
+        max_headers: usize,
+        max_bytes: usize,
+    },
     #[error("Content-Type must be application/json")]
     UnsupportedMediaType,
     #[error("this Idempotency-Key was already used for a different request")]
@@ -90,6 +97,7 @@ impl ApiError {
             Self::IdempotencyInFlight => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,

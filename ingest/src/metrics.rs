@@ -1,6 +1,7 @@
 //! Ingest's metrics: requests by route and status with latency, rate-limit
-//! rejections, idempotent replays, job publishes and the outbox backlog,
-//! served with the embedded notifier's (when there is one) at `/metrics`.
+//! rejections, idempotent replays, job publishes, the outbox backlog and
+//! open connections, served with the embedded notifier's (when there is
+//! one) at `/metrics`.
 
 use std::{sync::Arc, time::Duration};
 
@@ -54,6 +55,7 @@ pub struct IngestMetrics {
     pub idempotent_replays: Counter,
     pub jobs_published: Family<PublishLabels, Counter>,
     pub outbox_backlog: Gauge,
+    pub open_connections: Gauge,
 }
 
 impl IngestMetrics {
@@ -65,6 +67,7 @@ impl IngestMetrics {
             idempotent_replays: Counter::default(),
             jobs_published: Family::default(),
             outbox_backlog: Gauge::default(),
+            open_connections: Gauge::default(),
         };
         registry.register(
             "http_requests",
@@ -110,6 +113,11 @@ impl IngestMetrics {
             "outbox_backlog",
             "Events whose notify job has not been confirmed by the broker yet (all replicas)",
             metrics.outbox_backlog.clone(),
+        );
+        registry.register(
+            "http_open_connections",
+            "Client connections open now (at most max_connections)",
+            metrics.open_connections.clone(),
         );
         metrics
     }

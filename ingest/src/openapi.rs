@@ -47,6 +47,7 @@ pub fn document(service: &OpenApiService<Apis, ()>) -> Value {
     add_error_schema(&mut doc);
     complete_operations(&mut doc);
     close_request_bodies(&mut doc);
+    crate::storable_keys::publish(&mut doc);
     pin_success_flags(&mut doc);
     upgrade_to_31(&mut doc);
     doc
@@ -168,6 +169,10 @@ fn complete_operations(doc: &mut Value) {
             }
             let mut errors = vec![
                 ("429", error_response("Rate limit exceeded.", true)),
+                (
+                    "431",
+                    error_response("Too many or too large header fields.", false),
+                ),
                 (
                     "500",
                     error_response("Internal error; the body has only the request id.", false),

@@ -14,7 +14,7 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use dashmap::DashMap;
+use dashmap::{DashMap, mapref::entry::Entry};
 use governor::{
     DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter,
     clock::{Clock, DefaultClock},
@@ -118,21 +118,32 @@ impl RateLimits {
     /// Counts one request of an API key against its quota.
     pub fn check_key(&self, key: Uuid, own_limit: Option<u32>) -> Decision {
         let per_minute = own_limit.unwrap_or(self.default_per_minute);
-        let entry = self
+        // The common case only reads the map; a miss (first use, or a changed
+        // quota) takes the shard's write lock through the entry API, and looks
+        // again under it, so concurrent first requests share one limiter
+        // instead of each counting against a fresh one.
+        let current = self
             .keys
             .get(&key)
             .map(|e| Arc::clone(e.value()))
             .filter(|l| l.per_minute == per_minute);
-        let limiter = entry.unwrap_or_else(|| {
-            let fresh = Arc::new(KeyLimiter {
-                per_minute,
-                limiter: DefaultDirectRateLimiter::direct(quota(per_minute))
-                    .with_middleware::<StateInformationMiddleware>(),
-            });
-            // Another request may have raced us here; either limiter is
-            // fresh, and the map keeps the last one.
-            self.keys.insert(key, Arc::clone(&fresh));
-            fresh
+        let limiter = current.unwrap_or_else(|| {
+            let fresh = || {
+                Arc::new(KeyLimiter {
+                    per_minute,
+                    limiter: DefaultDirectRateLimiter::direct(quota(per_minute))
+                        .with_middleware::<StateInformationMiddleware>(),
+                })
+            };
+            match self.keys.entry(key) {
+                Entry::Occupied(mut e) => {
+                    if e.get().per_minute != per_minute {
+                        e.insert(fresh());
+                    }
+                    Arc::clone(e.get())
+                }
+                Entry::Vacant(e) => Arc::clone(e.insert(fresh()).value()),
+            }
         });
         self.decide(per_minute, limiter.limiter.check())
     }
@@ -274,5 +285,53 @@ mod tests {
             limits.check_key(Uuid::new_v4(), None),
             Decision::Allowed(_)
         ));
+    }
+
+    /// Runs `threads` threads that start together and each call `check`
+    /// `per_thread` times; returns how many calls were allowed.
+    fn allowed_when_racing(
+        limits: &RateLimits,
+        key: Uuid,
+        own_limit: Option<u32>,
+        threads: usize,
+        per_thread: usize,
+    ) -> usize {
+        let barrier = std::sync::Barrier::new(threads);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        (0..per_thread)
+                            .filter(|_| {
+                                matches!(limits.check_key(key, own_limit), Decision::Allowed(_))
+                            })
+                            .count()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("thread")).sum()
+        })
+    }
+
+    #[test]
+    fn concurrent_first_requests_of_a_key_share_one_quota() {
+        let limits = RateLimits::new(10, 1, 1);
+        // Many fresh keys, so a race that is rare on one key shows on some.
+        for round in 0..200 {
+            let allowed = allowed_when_racing(&limits, Uuid::new_v4(), None, 8, 3);
+            assert_eq!(allowed, 10, "round {round}: exactly the quota passes");
+        }
+    }
+
+    #[test]
+    fn concurrent_requests_after_a_quota_change_share_one_quota() {
+        let limits = RateLimits::new(10, 1, 1);
+        for round in 0..200 {
+            let key = Uuid::new_v4();
+            assert!(matches!(limits.check_key(key, None), Decision::Allowed(_)));
+            let allowed = allowed_when_racing(&limits, key, Some(5), 8, 2);
+            assert_eq!(allowed, 5, "round {round}: exactly the new quota passes");
+        }
     }
 }

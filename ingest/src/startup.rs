@@ -6,10 +6,9 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use poem::{
-    EndpointExt, IntoEndpoint, Route, Server,
+    EndpointExt, IntoEndpoint, Route,
     endpoint::make_sync,
     get,
-    listener::{Acceptor, Listener, TcpAcceptor, TcpListener},
     web::{Html, Json},
 };
 use serde_json::Value;
@@ -23,18 +22,20 @@ use common::{
     store::StoreConfig,
 };
 use notifier::{metrics::NotifierMetrics, push::PushProvider, worker::Inbox};
-use tokio::{sync::watch, task::JoinHandle};
+use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
 
 use crate::{
     api::{devices::DevicesApi, events::EventsApi, health::HealthApi, identify::IdentifyApi},
     body_limit::limit_body,
     config::Config,
     gate::gate,
+    header_limit::{HeaderLimits, limit_headers},
     idempotency::idempotency,
     metrics::{self, IngestMetrics, RequestObserver, Routes},
     openapi,
     outbox::Outbox,
     request_id::request_id,
+    server,
     state::AppState,
     validation::SchemaValidators,
 };
@@ -52,7 +53,7 @@ pub struct Options {
 
 /// A bound, ready-to-serve ingest.
 pub struct Application {
-    acceptor: TcpAcceptor,
+    listener: TcpListener,
     addr: SocketAddr,
     state: Arc<AppState>,
     app: poem::endpoint::BoxEndpoint<'static, poem::Response>,
@@ -145,17 +146,14 @@ impl Application {
         ));
         let state = Arc::new(AppState::new(config, store, outbox, metrics));
         let app = routes(Arc::clone(&state), Arc::new(registry))?;
-        let acceptor = TcpListener::bind(addr)
-            .into_acceptor()
+        let listener = TcpListener::bind(addr)
             .await
             .with_context(|| format!("binding {addr}"))?;
-        let addr = acceptor
+        let addr = listener
             .local_addr()
-            .first()
-            .and_then(|a| a.as_socket_addr().copied())
             .context("the listener has no address")?;
         Ok(Self {
-            acceptor,
+            listener,
             addr,
             state,
             app,
@@ -179,12 +177,16 @@ impl Application {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let grace = Duration::from_secs(self.state.config.shutdown_grace_seconds);
         let sweeper = tokio::spawn(sweep_rate_limits(Arc::clone(&self.state)));
         tracing::info!(addr = %self.addr, "ingest listening");
-        let served = Server::new_with_acceptor(self.acceptor)
-            .run_with_graceful_shutdown(self.app, shutdown, Some(grace))
-            .await;
+        server::serve(
+            self.listener,
+            Arc::new(self.app),
+            self.state.config.server(),
+            self.state.metrics.open_connections.clone(),
+            shutdown,
+        )
+        .await;
         sweeper.abort();
         // Requests are done (or out of time): the relay flushes what they
         // left pending and stops, the embedded notifier finishes the jobs in
@@ -193,7 +195,7 @@ impl Application {
         for task in self.background {
             let _ = task.await;
         }
-        served.context("serving HTTP")
+        Ok(())
     }
 
     /// Serves until SIGTERM or Ctrl-C.
@@ -243,6 +245,10 @@ fn routes(
     });
     let document = Arc::new(document);
     let max_body = state.config.max_body_bytes;
+    let header_limits = HeaderLimits {
+        max_headers: state.config.max_headers,
+        max_bytes: state.config.max_header_bytes,
+    };
     let (s1, s2, s3) = (Arc::clone(&state), Arc::clone(&state), Arc::clone(&state));
     let app = Route::new()
         .at(
@@ -264,6 +270,7 @@ fn routes(
         .data(validators)
         .around(move |ep, req| idempotency(ep, req, Arc::clone(&s1)))
         .around(move |ep, req| limit_body(ep, req, max_body))
+        .around(move |ep, req| limit_headers(ep, req, header_limits))
         .around(move |ep, req| gate(ep, req, Arc::clone(&s2)))
         .around(move |ep, req| request_id(ep, req, Arc::clone(&observer)))
         .map_to_response()

@@ -22,7 +22,12 @@ use poem_openapi::{
 };
 use serde_json::Value;
 
-use crate::{error::ApiError, error::FieldError, types::is_single_emoji};
+use crate::{
+    error::ApiError,
+    error::FieldError,
+    storable_keys::{KEY_MESSAGE, KEY_PATTERN},
+    types::is_single_emoji,
+};
 
 /// Deepest nesting accepted inside `metadata` and `properties`. BSON allows
 /// 100 levels in a whole document; this keeps every stored event well inside.
@@ -114,6 +119,19 @@ fn describe(error: ValidationError<'_>) -> Vec<FieldError> {
             one("must be exactly one emoji".into())
         }
         ValidationErrorKind::Enum { options } => one(format!("must be one of {options}")),
+        // The faulty key is the inner error's instance; pointing at it (not
+        // at the object holding it) says which key to fix.
+        ValidationErrorKind::PropertyNames { error } => {
+            let key = error.instance();
+            let name = key.as_str().map_or_else(|| key.to_string(), str::to_owned);
+            let message = match error.kind() {
+                ValidationErrorKind::Pattern { pattern } if pattern == KEY_PATTERN => {
+                    KEY_MESSAGE.to_owned()
+                }
+                _ => error.to_string(),
+            };
+            vec![FieldError::new(at(&name), message)]
+        }
         _ => one(error.to_string()),
     }
 }

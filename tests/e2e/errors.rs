@@ -1,5 +1,6 @@
-//! The envelope on every failure: unknown routes and methods, an unreachable
-//! store (503 within the deadline, never a hang), and the request id.
+//! The envelope on every failure: unknown routes and methods, too many or
+//! too large header fields, an unreachable store (503 within the deadline,
+//! never a hang), and the request id.
 
 use std::time::{Duration, Instant};
 
@@ -42,6 +43,44 @@ async fn request_ids_are_unique_per_request(kind: StoreKind) {
     a.assert_request_id();
     b.assert_request_id();
     assert_ne!(a.body["requestId"], b.body["requestId"]);
+}
+
+/// A request with header fields over the limits gets 431 with the envelope,
+/// as hyper would refuse it without one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_many_or_too_large_header_fields_get_431_with_the_envelope() {
+    let app = TestApp::spawn(StoreKind::Sqlite).await;
+    let (key, _) = app.new_key().await;
+    let with_headers = |n: usize, size: usize| {
+        (0..n).fold(
+            app.client.post(app.url("/v1/events")).bearer_auth(&key),
+            |request, i| request.header(format!("x-extra-{i}"), "v".repeat(size)),
+        )
+    };
+    let body = json!({ "channelName": "c", "title": "t" });
+    // The limits: 100 fields, 16 KiB of them.
+    for (fields, size) in [(101, 1), (150, 1), (2, 9000)] {
+        let reply = Reply::of(
+            with_headers(fields, size)
+                .json(&body)
+                .send()
+                .await
+                .expect("sent"),
+        )
+        .await;
+        reply.assert_error_envelope(431);
+        reply.assert_rate_limit_headers();
+    }
+    // Just under them, the request is served.
+    let reply = Reply::of(
+        with_headers(90, 100)
+            .json(&body)
+            .send()
+            .await
+            .expect("sent"),
+    )
+    .await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
 }
 
 for_each_store!(

@@ -2,6 +2,7 @@
 //! SQLite file and a real MongoDB-compatible server.
 
 mod auth;
+mod connections;
 mod deploy;
 mod devices;
 mod docs;

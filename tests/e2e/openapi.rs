@@ -54,7 +54,7 @@ async fn every_operation_documents_its_headers_statuses_and_envelopes() {
         );
         let responses = op["responses"].as_object().expect("responses");
         for status in [
-            "400", "401", "409", "413", "415", "422", "429", "500", "503",
+            "400", "401", "409", "413", "415", "422", "429", "431", "500", "503",
         ] {
             let r = &responses[status];
             assert_eq!(

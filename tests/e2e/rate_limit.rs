@@ -1,5 +1,6 @@
 //! Rate limits: every response reports them; a key's quota is enforced with
-//! 429, Retry-After and the envelope; a key may have its own quota.
+//! 429, Retry-After and the envelope; a key may have its own quota; a fresh
+//! key's concurrent first requests share one quota.
 
 use serde_json::json;
 use tocsin_tests::{Reply, StoreKind, TestApp, for_each_store};
@@ -99,7 +100,31 @@ async fn a_key_over_its_own_limit_gets_429(kind: StoreKind) {
     assert_eq!(r.status(), 201);
 }
 
+/// 150 requests at once on a key never used before: exactly its 100 pass.
+/// The race this guards against needs two first requests to reach the
+/// limiter within microseconds, so it is tried on many fresh keys.
+async fn concurrent_first_requests_of_a_fresh_key_get_exactly_its_quota(kind: StoreKind) {
+    let app = TestApp::spawn(kind).await;
+    let mut passed = Vec::new();
+    for _ in 0..ROUNDS {
+        let (key, _) = app.new_key().await;
+        let answers = futures::future::join_all(
+            (0..150).map(|_| async { app.get_as("/v1/devices", &key).await.status().as_u16() }),
+        )
+        .await;
+        assert!(
+            answers.iter().all(|s| *s == 200 || *s == 429),
+            "{answers:?}"
+        );
+        passed.push(answers.iter().filter(|s| **s == 200).count());
+    }
+    assert_eq!(passed, vec![100; ROUNDS], "requests passed, per fresh key");
+}
+
+const ROUNDS: usize = 100;
+
 for_each_store!(
     every_response_reports_the_rate_limit,
-    a_key_over_its_own_limit_gets_429
+    a_key_over_its_own_limit_gets_429,
+    concurrent_first_requests_of_a_fresh_key_get_exactly_its_quota
 );
