@@ -2,9 +2,10 @@
 //!
 //! A request passes, outermost first: [`request_id`] (id, logging, error
 //! envelope) → [`gate`] (authentication and rate limits) → [`body_limit`] →
-//! [`idempotency`] → the handlers in [`api`], whose bodies are checked by
+//! [`allow`] (`Allow` on a 405) → [`idempotency`] → the handlers in [`api`], whose bodies are checked by
 //! [`validation`] against the schemas [`openapi`] publishes.
 
+pub mod allow;
 pub mod api;
 pub mod auth;
 pub mod body_limit;

@@ -6,7 +6,7 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use poem::{
-    EndpointExt, IntoEndpoint, Route, Server,
+    EndpointExt, Route, Server,
     endpoint::make_sync,
     get,
     listener::{Acceptor, Listener, TcpAcceptor, TcpListener},
@@ -26,6 +26,7 @@ use notifier::{metrics::NotifierMetrics, push::PushProvider, worker::Inbox};
 use tokio::{sync::watch, task::JoinHandle};
 
 use crate::{
+    allow::{AllowedMethods, allow},
     api::{devices::DevicesApi, events::EventsApi, health::HealthApi, identify::IdentifyApi},
     body_limit::limit_body,
     config::Config,
@@ -247,15 +248,16 @@ fn routes(
                 .chain(EXTRA_ROUTES.map(String::from)),
         ),
     });
+    let allowed = Arc::new(AllowedMethods::new(&document, &EXTRA_ROUTES));
     let document = Arc::new(document);
     let max_body = state.config.max_body_bytes;
     let (s1, s2, s3) = (Arc::clone(&state), Arc::clone(&state), Arc::clone(&state));
     let app = Route::new()
         .at(
             "/openapi.json",
-            make_sync(move |_| Json(Value::clone(&document))).into_endpoint(),
+            get(make_sync(move |_| Json(Value::clone(&document)))),
         )
-        .at("/docs", make_sync(move |_| docs_html.clone()))
+        .at("/docs", get(make_sync(move |_| docs_html.clone())))
         .at(
             "/metrics",
             get(poem::endpoint::make(move |_| {
@@ -269,6 +271,7 @@ fn routes(
         .nest("/", service)
         .data(validators)
         .around(move |ep, req| idempotency(ep, req, Arc::clone(&s1)))
+        .around(move |ep, req| allow(ep, req, Arc::clone(&allowed)))
         .around(move |ep, req| limit_body(ep, req, max_body))
         .around(move |ep, req| gate(ep, req, Arc::clone(&s2)))
         .around(move |ep, req| request_id(ep, req, Arc::clone(&observer)))
