@@ -22,7 +22,11 @@ use poem_openapi::{
 };
 use serde_json::Value;
 
-use crate::{error::ApiError, error::FieldError, types::is_single_emoji};
+use crate::{
+    error::ApiError,
+    error::FieldError,
+    types::{EMOJI_PATTERN, is_single_emoji},
+};
 
 /// Deepest nesting accepted inside `metadata` and `properties`. BSON allows
 /// 100 levels in a whole document; this keeps every stored event well inside.
@@ -113,6 +117,9 @@ fn describe(error: ValidationError<'_>) -> Vec<FieldError> {
         ValidationErrorKind::Format { format } if format == "emoji" => {
             one("must be exactly one emoji".into())
         }
+        // The icon's pattern states the same rule as its format, which
+        // already said it in words.
+        ValidationErrorKind::Pattern { pattern } if *pattern == *EMOJI_PATTERN => vec![],
         ValidationErrorKind::Enum { options } => one(format!("must be one of {options}")),
         _ => one(error.to_string()),
     }
