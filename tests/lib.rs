@@ -7,6 +7,7 @@
 //! per test binary, installed by `scripts/install-test-tools`. Every test
 //! gets its own database name, so nothing is ever dropped or shared.
 
+pub mod contract;
 pub mod openmetrics;
 pub mod pipeline;
 pub mod process;

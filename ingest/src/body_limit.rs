@@ -3,7 +3,11 @@
 
 use std::sync::Arc;
 
-use poem::{Body, Endpoint, IntoResponse, Request, Response, error::ReadBodyError, http::header};
+use poem::{
+    Body, Endpoint, IntoResponse, Request, Response,
+    error::ReadBodyError,
+    http::{HeaderValue, header},
+};
 
 use crate::{
     error::{ApiError, rendered},
@@ -23,12 +27,12 @@ pub async fn limit_body<E: Endpoint>(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
-        return Ok(ApiError::PayloadTooLarge { limit }.render(request_id));
+        return Ok(too_large(limit, request_id));
     }
     match req.take_body().into_bytes_limit(limit).await {
         Ok(bytes) => req.set_body(Body::from_bytes(bytes)),
         Err(ReadBodyError::PayloadTooLarge) => {
-            return Ok(ApiError::PayloadTooLarge { limit }.render(request_id));
+            return Ok(too_large(limit, request_id));
         }
         Err(e) => {
             return Ok(
@@ -41,4 +45,15 @@ pub async fn limit_body<E: Endpoint>(
         ep.call(req).await.map(IntoResponse::into_response),
         request_id,
     ))
+}
+
+/// The 413. The rest of the body is never read, so the server closes the
+/// connection after answering; `Connection: close` says so (RFC 9112 §9.6),
+/// or a client would send its next request on a connection about to go.
+fn too_large(limit: usize, request_id: RequestId) -> Response {
+    let mut response = ApiError::PayloadTooLarge { limit }.render(request_id);
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }

@@ -3,9 +3,11 @@
 //! [`server`] accepts connections and hands requests to the middleware. A
 //! request passes, outermost first: [`request_id`] (id, logging, error
 //! envelope) → [`gate`] (authentication and rate limits) → [`header_limit`]
-//! → [`body_limit`] → [`idempotency`] → the handlers in [`api`], whose bodies
-//! are checked by [`validation`] against the schemas [`openapi`] publishes.
+//! → [`body_limit`] → [`allow`] (`Allow` on a 405) → [`idempotency`] → the
+//! handlers in [`api`], whose bodies are checked by [`validation`] against
+//! the schemas [`openapi`] publishes.
 
+pub mod allow;
 pub mod api;
 pub mod auth;
 pub mod body_limit;

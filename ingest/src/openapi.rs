@@ -3,12 +3,10 @@
 //! (authentication, rate-limit and request-id headers, idempotency, and the
 //! error responses every operation can give).
 
-use poem_openapi::{
-    OpenApiService,
-    registry::{MetaSchemaRef, Registry},
-    types::Type,
-};
-use serde_json::{Map, Value, json};
+mod operations;
+
+use poem_openapi::{OpenApiService, registry::Registry, types::Type};
+use serde_json::{Value, json};
 
 use crate::{
     api::{devices::DevicesApi, events::EventsApi, health::HealthApi, identify::IdentifyApi},
@@ -30,10 +28,13 @@ Every response, success or error, carries an envelope with a `requestId` \
 error envelope; validation errors list every fault in `details`, each with \
 the path of the faulty field.
 
-POST requests accept an `Idempotency-Key` (1 to 255 characters, kept 24 hours, \
-per project): a retry with the same key and body replays the original \
+POST requests accept an `Idempotency-Key` (1 to 255 visible ASCII characters, \
+kept 24 hours, per project): a retry with the same key and body replays the original \
 response with `X-Idempotent-Replay: true`; the same key with a different body \
-gets 422, and while the first request is still running 409.";
+gets 422, and while the first request is still running 409.
+
+A method a route does not support gets 405 with `Allow` listing the ones it \
+does.";
 
 /// Wraps the APIs in a service with the document's metadata.
 pub fn service(apis: Apis) -> OpenApiService<Apis, ()> {
@@ -45,7 +46,7 @@ pub fn document(service: &OpenApiService<Apis, ()>) -> Value {
     let mut doc: Value =
         serde_json::from_str(&service.spec()).expect("poem-openapi writes valid JSON");
     add_error_schema(&mut doc);
-    complete_operations(&mut doc);
+    operations::complete(&mut doc);
     close_request_bodies(&mut doc);
     crate::storable_keys::publish(&mut doc);
     pin_success_flags(&mut doc);
@@ -67,215 +68,6 @@ fn add_error_schema(doc: &mut Value) {
             serde_json::to_value(schema).expect("schemas serialise"),
         );
     }
-}
-
-fn error_schema_ref() -> Value {
-    match ErrorEnvelope::schema_ref() {
-        MetaSchemaRef::Reference(name) => json!({ "$ref": format!("#/components/schemas/{name}") }),
-        MetaSchemaRef::Inline(schema) => serde_json::to_value(schema).expect("schemas serialise"),
-    }
-}
-
-fn header(description: &str, schema: Value) -> Value {
-    json!({ "description": description, "required": true, "schema": schema })
-}
-
-/// Headers on every response.
-fn common_headers() -> Map<String, Value> {
-    let int = json!({ "type": "integer", "minimum": 0 });
-    let mut h = Map::new();
-    h.insert(
-        "X-RateLimit-Limit".into(),
-        header("Requests allowed per minute.", int.clone()),
-    );
-    h.insert(
-        "X-RateLimit-Remaining".into(),
-        header("Requests left in the current window.", int.clone()),
-    );
-    h.insert(
-        "X-RateLimit-Reset".into(),
-        header(
-            "Unix time (seconds) when the full quota is available again.",
-            int,
-        ),
-    );
-    h.insert(
-        "X-Request-Id".into(),
-        header(
-            "Id of this request, as in the body's `requestId`.",
-            json!({ "type": "string", "format": "uuid" }),
-        ),
-    );
-    h
-}
-
-fn error_response(description: &str, retry_after: bool) -> Value {
-    let mut headers = common_headers();
-    if retry_after {
-        headers.insert(
-            "Retry-After".into(),
-            header(
-                "Seconds to wait before retrying.",
-                json!({ "type": "integer", "minimum": 1 }),
-            ),
-        );
-    }
-    json!({
-        "description": description,
-        "headers": headers,
-        "content": { "application/json": { "schema": error_schema_ref() } },
-    })
-}
-
-/// Adds to each operation what the middleware layers do for it.
-fn complete_operations(doc: &mut Value) {
-    let paths = doc
-        .get_mut("paths")
-        .and_then(Value::as_object_mut)
-        .expect("the API has paths");
-    for (path, item) in paths.iter_mut() {
-        let authenticated = path.starts_with("/v1/");
-        let Some(item) = item.as_object_mut() else {
-            continue;
-        };
-        for (method, op) in item.iter_mut() {
-            let is_post = method == "post";
-            let Some(op) = op.as_object_mut() else {
-                continue;
-            };
-            let responses = op
-                .entry("responses")
-                .or_insert_with(|| json!({}))
-                .as_object_mut()
-                .expect("responses is an object");
-            for (status, response) in responses.iter_mut() {
-                let headers = response
-                    .as_object_mut()
-                    .expect("a response is an object")
-                    .entry("headers")
-                    .or_insert_with(|| json!({}))
-                    .as_object_mut()
-                    .expect("headers is an object");
-                headers.extend(common_headers());
-                if is_post && authenticated && status.starts_with('2') {
-                    headers.insert(
-                        "X-Idempotent-Replay".into(),
-                        json!({
-                            "description": "`true` when this is a replay of the original response.",
-                            "schema": { "type": "string", "enum": ["true"] },
-                        }),
-                    );
-                }
-            }
-            let mut errors = vec![
-                ("429", error_response("Rate limit exceeded.", true)),
-                (
-                    "431",
-                    error_response("Too many or too large header fields.", false),
-                ),
-                (
-                    "500",
-                    error_response("Internal error; the body has only the request id.", false),
-                ),
-                (
-                    "503",
-                    error_response("The store is unreachable; retry later.", true),
-                ),
-            ];
-            if authenticated {
-                errors.push((
-                    "401",
-                    error_response("Missing, malformed, unknown or revoked API key.", false),
-                ));
-            }
-            if authenticated && is_post {
-                errors.extend([
-                    (
-                        "400",
-                        error_response(
-                            "Invalid request: `details` lists every fault with its path.",
-                            false,
-                        ),
-                    ),
-                    (
-                        "409",
-                        error_response(
-                            "A request with this Idempotency-Key is still in progress.",
-                            true,
-                        ),
-                    ),
-                    (
-                        "413",
-                        error_response(
-                            "The body is larger than the limit (64 KiB by default).",
-                            false,
-                        ),
-                    ),
-                    (
-                        "415",
-                        error_response(
-                            "The body is not JSON (`Content-Type: application/json`).",
-                            false,
-                        ),
-                    ),
-                    (
-                        "422",
-                        error_response(
-                            "This Idempotency-Key was used with a different request.",
-                            false,
-                        ),
-                    ),
-                ]);
-                op.entry("parameters")
-                    .or_insert_with(|| json!([]))
-                    .as_array_mut()
-                    .expect("parameters is an array")
-                    .push(json!({
-                        "name": "Idempotency-Key",
-                        "in": "header",
-                        "required": false,
-                        "description": "Makes a retry safe: the same key and body within 24 hours replays the original response.",
-                        "schema": { "type": "string", "minLength": 1, "maxLength": 255 },
-                    }));
-            }
-            let responses = op
-                .get_mut("responses")
-                .and_then(Value::as_object_mut)
-                .expect("responses is an object");
-            for (status, response) in errors {
-                responses.entry(status).or_insert(response);
-            }
-            op.insert(
-                "security".into(),
-                if authenticated {
-                    json!([{ "bearerAuth": [] }])
-                } else {
-                    json!([])
-                },
-            );
-        }
-    }
-    let components = doc
-        .get_mut("components")
-        .and_then(Value::as_object_mut)
-        .expect("the API has components");
-    components.insert(
-        "securitySchemes".into(),
-        json!({
-            "bearerAuth": {
-                "type": "http",
-                "scheme": "bearer",
-                "description": "An API key created with `ingest keys create`.",
-            }
-        }),
-    );
-    components.insert(
-        "responses".into(),
-        json!({
-            "NotFound": error_response("No such route or resource.", false),
-            "MethodNotAllowed": error_response("The route exists but not with this method.", false),
-        }),
-    );
 }
 
 /// Request bodies reject unknown fields (a typo'd field name is an error, not

@@ -6,7 +6,7 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use poem::{
-    EndpointExt, IntoEndpoint, Route,
+    EndpointExt, Route,
     endpoint::make_sync,
     get,
     web::{Html, Json},
@@ -25,6 +25,7 @@ use notifier::{metrics::NotifierMetrics, push::PushProvider, worker::Inbox};
 use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
 
 use crate::{
+    allow::{AllowedMethods, allow},
     api::{devices::DevicesApi, events::EventsApi, health::HealthApi, identify::IdentifyApi},
     body_limit::limit_body,
     config::Config,
@@ -243,6 +244,7 @@ fn routes(
                 .chain(EXTRA_ROUTES.map(String::from)),
         ),
     });
+    let allowed = Arc::new(AllowedMethods::new(&document, &EXTRA_ROUTES));
     let document = Arc::new(document);
     let max_body = state.config.max_body_bytes;
     let header_limits = HeaderLimits {
@@ -253,9 +255,9 @@ fn routes(
     let app = Route::new()
         .at(
             "/openapi.json",
-            make_sync(move |_| Json(Value::clone(&document))).into_endpoint(),
+            get(make_sync(move |_| Json(Value::clone(&document)))),
         )
-        .at("/docs", make_sync(move |_| docs_html.clone()))
+        .at("/docs", get(make_sync(move |_| docs_html.clone())))
         .at(
             "/metrics",
             get(poem::endpoint::make(move |_| {
@@ -269,6 +271,7 @@ fn routes(
         .nest("/", service)
         .data(validators)
         .around(move |ep, req| idempotency(ep, req, Arc::clone(&s1)))
+        .around(move |ep, req| allow(ep, req, Arc::clone(&allowed)))
         .around(move |ep, req| limit_body(ep, req, max_body))
         .around(move |ep, req| limit_headers(ep, req, header_limits))
         .around(move |ep, req| gate(ep, req, Arc::clone(&s2)))

@@ -1,7 +1,11 @@
 //! Field types whose published schema says more than poem-openapi's
 //! built-ins can: an emoji icon, and a string that may be null.
 
-use std::borrow::Cow;
+use std::{
+    borrow::Cow,
+    collections::{BTreeMap, BTreeSet},
+    sync::LazyLock,
+};
 
 use poem_openapi::{
     registry::{MetaSchema, MetaSchemaRef},
@@ -18,7 +22,106 @@ pub fn is_single_emoji(s: &str) -> bool {
     graphemes.next().is_some() && graphemes.next().is_none() && emojis::get(s).is_some()
 }
 
-/// An event's icon: a single emoji (JSON Schema `format: emoji`).
+/// Every string [`is_single_emoji`] accepts: each emoji of the list, in every
+/// skin tone, fully qualified or with any of its `U+FE0F` variation selectors
+/// left out, and the prefixes of those, with or without a selector added, as
+/// far as the list knows that spelling.
+fn accepted_emojis() -> BTreeSet<String> {
+    let mut accepted = BTreeSet::new();
+    for emoji in emojis::iter() {
+        let tones = emoji.skin_tones().into_iter().flatten();
+        for variant in std::iter::once(emoji).chain(tones) {
+            let full = variant.as_str();
+            let selectors = full.matches('\u{FE0F}').count();
+            for dropped in 0u32..(1 << selectors) {
+                let mut index = 0;
+                let spelling: String = full
+                    .chars()
+                    .filter(|&c| {
+                        if c != '\u{FE0F}' {
+                            return true;
+                        }
+                        index += 1;
+                        dropped & (1 << (index - 1)) == 0
+                    })
+                    .collect();
+                // The list also knows a few prefixes of keycaps (`1` +
+                // `U+FE0F`) and emoji with a selector added (`👍` + `U+FE0F`).
+                let prefixes = spelling
+                    .char_indices()
+                    .map(|(i, c)| &spelling[..i + c.len_utf8()]);
+                for prefix in prefixes {
+                    let selected = format!("{prefix}\u{FE0F}");
+                    accepted.extend(
+                        [prefix.to_owned(), selected]
+                            .into_iter()
+                            .filter(|s| is_single_emoji(s)),
+                    );
+                }
+            }
+        }
+    }
+    accepted
+}
+
+/// A character trie of strings, to write their alternation compactly.
+#[derive(Default)]
+struct Trie {
+    end: bool,
+    next: BTreeMap<char, Trie>,
+}
+
+impl Trie {
+    fn insert(&mut self, s: &str) {
+        let node = s
+            .chars()
+            .fold(self, |node, c| node.next.entry(c).or_default());
+        node.end = true;
+    }
+
+    /// The regular expression matching exactly the strings below this node.
+    fn write(&self, out: &mut String) {
+        let group = self.next.len() > 1 || (self.end && !self.next.is_empty());
+        if group {
+            out.push_str("(?:");
+        }
+        for (i, (c, child)) in self.next.iter().enumerate() {
+            if i > 0 {
+                out.push('|');
+            }
+            // Syntax characters only: in Unicode mode (which JSON Schema asks
+            // for) escaping anything else is an error.
+            if "^$\\.*+?()[]{}|/".contains(*c) {
+                out.push('\\');
+            }
+            out.push(*c);
+            child.write(out);
+        }
+        if group {
+            out.push(')');
+            if self.end {
+                out.push('?');
+            }
+        }
+    }
+}
+
+/// The `pattern` published for an icon: the alternation of every accepted
+/// emoji, so a client or a fuzzer that knows nothing of `format: emoji` still
+/// sees the exact rule. Built from the same list as [`is_single_emoji`].
+pub static EMOJI_PATTERN: LazyLock<String> = LazyLock::new(|| {
+    let mut trie = Trie::default();
+    for emoji in accepted_emojis() {
+        trie.insert(&emoji);
+    }
+    let mut pattern = String::from("^");
+    trie.write(&mut pattern);
+    pattern.push('$');
+    pattern
+});
+
+/// An event's icon: a single emoji (JSON Schema `format: emoji`, and the
+/// equivalent [`EMOJI_PATTERN`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Icon(pub String);
 
@@ -34,6 +137,7 @@ impl Type for Icon {
     fn schema_ref() -> MetaSchemaRef {
         MetaSchemaRef::Inline(Box::new(MetaSchema {
             format: Some("emoji"),
+            pattern: Some(EMOJI_PATTERN.clone()),
             description: Some("Exactly one emoji, such as 🚀, 👍🏽, 🏳️‍🌈 or 🇫🇷."),
             example: Some(Value::String("🚀".into())),
             ..MetaSchema::new("string")
@@ -149,6 +253,58 @@ mod tests {
         for icon in ["🚀", "👍🏽", "🏳️‍🌈", "🇫🇷", "❤️", "1️⃣", "👨‍👩‍👧"]
         {
             assert!(is_single_emoji(icon), "{icon} should be one emoji");
+        }
+    }
+
+    #[test]
+    fn the_pattern_spells_out_exactly_the_accepted_emoji() {
+        // Compiled by the same engine that validates requests.
+        let pattern = jsonschema::validator_for(&serde_json::json!({ "pattern": *EMOJI_PATTERN }))
+            .expect("the pattern compiles");
+        let is_match = |s: &str| pattern.is_valid(&Value::String(s.into()));
+        let accepted = accepted_emojis();
+        // Qualified, unqualified, toned, ZWJ, flag and keycap spellings.
+        for icon in [
+            "🚀",
+            "👍🏽",
+            "🏳️‍🌈",
+            "🏳‍🌈",
+            "🇫🇷",
+            "❤️",
+            "❤",
+            "1️⃣",
+            "*️⃣",
+            "👩🏿‍❤‍👩🏻",
+        ] {
+            assert!(accepted.contains(icon), "{icon} is in the list");
+            assert!(is_match(icon), "{icon} matches");
+        }
+        for icon in accepted {
+            assert!(is_match(&icon), "{icon} matches");
+        }
+        for icon in [
+            "", "a", "ab", "🚀🚀", ":rocket:", "🚀 ", "🇫", "🚀a", "*", "1",
+        ] {
+            assert!(!is_match(icon), "{icon:?} does not match");
+        }
+    }
+
+    #[test]
+    fn the_pattern_and_the_check_agree_on_every_code_point() {
+        let pattern = jsonschema::validator_for(&serde_json::json!({ "pattern": *EMOJI_PATTERN }))
+            .expect("the pattern compiles");
+        for c in '\0'..='\u{1FFFF}' {
+            for s in [
+                c.to_string(),
+                format!("{c}\u{FE0F}"),
+                format!("{c}\u{FE0F}\u{20E3}"),
+            ] {
+                assert_eq!(
+                    pattern.is_valid(&Value::String(s.clone())),
+                    is_single_emoji(&s),
+                    "{s:?}"
+                );
+            }
         }
     }
 

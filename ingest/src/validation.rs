@@ -26,7 +26,7 @@ use crate::{
     error::ApiError,
     error::FieldError,
     storable_keys::{KEY_MESSAGE, KEY_PATTERN},
-    types::is_single_emoji,
+    types::{EMOJI_PATTERN, is_single_emoji},
 };
 
 /// Deepest nesting accepted inside `metadata` and `properties`. BSON allows
@@ -118,6 +118,9 @@ fn describe(error: ValidationError<'_>) -> Vec<FieldError> {
         ValidationErrorKind::Format { format } if format == "emoji" => {
             one("must be exactly one emoji".into())
         }
+        // The icon's pattern states the same rule as its format, which
+        // already said it in words.
+        ValidationErrorKind::Pattern { pattern } if *pattern == *EMOJI_PATTERN => vec![],
         ValidationErrorKind::Enum { options } => one(format!("must be one of {options}")),
         // The faulty key is the inner error's instance; pointing at it (not
         // at the object holding it) says which key to fix.

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tocsin_tests::{StoreKind, TestApp, test_tool};
 
 async fn document() -> Value {
@@ -133,4 +133,95 @@ async fn every_operation_documents_its_headers_statuses_and_envelopes() {
     }
     assert!(doc["components"]["responses"]["NotFound"].is_object());
     assert!(doc["components"]["responses"]["MethodNotAllowed"].is_object());
+}
+
+/// A validator that knows only standard JSON Schema, as a client or a fuzzer
+/// reading the document would: the custom `format: emoji` means nothing to it.
+fn client_validator(doc: &Value, schema: Value) -> jsonschema::Validator {
+    let root = json!({ "allOf": [schema], "components": doc["components"] });
+    jsonschema::draft202012::options()
+        .should_validate_formats(true)
+        .build(&root)
+        .expect("the published schema compiles")
+}
+
+/// Whatever the service refuses, the published schema refuses too, and the
+/// other way round: the document is the contract (icons, device tokens,
+/// `Idempotency-Key`, path ids).
+#[tokio::test]
+async fn the_published_schemas_state_the_rules_the_service_enforces() {
+    let app = TestApp::spawn(StoreKind::Sqlite).await;
+    let (key, _) = app.new_key().await;
+    let doc: Value = app.get("/openapi.json").await.json().await.expect("JSON");
+
+    let event_in = client_validator(&doc, json!({ "$ref": "#/components/schemas/EventIn" }));
+    for icon in [
+        "🚀",
+        "👍🏽",
+        "🏳️‍🌈",
+        "🇫🇷",
+        "❤",
+        "1️⃣",
+        "ab",
+        "",
+        "🚀🚀",
+        ":rocket:",
+        "a",
+        "🇫",
+        "1",
+    ] {
+        let body = json!({ "channelName": "c", "title": "t", "icon": icon });
+        let served = app.post_event(&key, &body).await.status();
+        assert_eq!(
+            event_in.is_valid(&body),
+            served == 201,
+            "icon {icon:?}: the service answered {served}"
+        );
+    }
+
+    let device_in = client_validator(&doc, json!({ "$ref": "#/components/schemas/DeviceIn" }));
+    for token in [
+        "ab".repeat(16),
+        "AB".repeat(40),
+        "a".repeat(31),
+        "xyz".repeat(12),
+    ] {
+        let body = json!({ "token": token, "environment": "sandbox" });
+        let served = app.post("/v1/devices", &key, &body).await.status();
+        assert_eq!(
+            device_in.is_valid(&body),
+            served.is_success(),
+            "token {token:?}: the service answered {served}"
+        );
+    }
+
+    let parameter = |path: &str, method: &str, name: &str| {
+        doc["paths"][path][method]["parameters"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+            .unwrap_or_else(|| panic!("{method} {path} documents {name}"))["schema"]
+            .clone()
+    };
+    let body = json!({ "channelName": "c", "title": "t" });
+    for idempotency_key in ["order-1", "a b", &"k".repeat(255), &"k".repeat(256), "clé"] {
+        let served = app
+            .post_idempotent("/v1/events", &key, idempotency_key, &body)
+            .await
+            .status();
+        for path in ["/v1/events", "/v1/identify", "/v1/devices"] {
+            let schema = client_validator(&doc, parameter(path, "post", "Idempotency-Key"));
+            assert_eq!(
+                schema.is_valid(&json!(idempotency_key)),
+                served == 201,
+                "{path} Idempotency-Key {idempotency_key:?}: the service answered {served}"
+            );
+        }
+    }
+
+    // Ids are UUIDs: anything else names nothing (404, as documented).
+    for (path, method) in [("/v1/events/{id}", "get"), ("/v1/devices/{id}", "delete")] {
+        let schema = client_validator(&doc, parameter(path, method, "id"));
+        assert!(schema.is_valid(&json!(uuid::Uuid::new_v4().to_string())));
+        assert!(!schema.is_valid(&json!("not-a-uuid")), "{method} {path}");
+    }
 }

@@ -494,6 +494,8 @@ export interface components {
                 "X-RateLimit-Reset": number;
                 /** @description Id of this request, as in the body's `requestId`. */
                 "X-Request-Id": string;
+                /** @description The methods the route supports, such as `GET, HEAD`. */
+                Allow: string;
                 [name: string]: unknown;
             };
             content: {
@@ -512,7 +514,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes a retry safe: the same key and body within 24 hours replays the original response. */
+                /** @description Makes a retry safe: the same key and body within 24 hours replays the original response. Visible ASCII characters (spaces allowed inside). */
                 "Idempotency-Key"?: string;
             };
             path?: never;
@@ -543,7 +545,7 @@ export interface operations {
                     "application/json; charset=utf-8": components["schemas"]["Success_EventOut"];
                 };
             };
-            /** @description Invalid request: `details` lists every fault with its path. */
+            /** @description Invalid request: `details` lists every fault with its path (the body's fields, or `["headers", "Idempotency-Key"]`). */
             400: {
                 headers: {
                     /** @description Requests allowed per minute. */
@@ -624,6 +626,8 @@ export interface operations {
                     "X-RateLimit-Reset": number;
                     /** @description Id of this request, as in the body's `requestId`. */
                     "X-Request-Id": string;
+                    /** @description `true` when this is a replay of the original response. */
+                    "X-Idempotent-Replay"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -733,8 +737,59 @@ export interface operations {
                     "application/json; charset=utf-8": components["schemas"]["Success_EventOut"];
                 };
             };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description Missing, malformed, unknown or revoked API key. */
             401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
                 headers: {
                     /** @description Requests allowed per minute. */
                     "X-RateLimit-Limit": number;
@@ -811,7 +866,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes a retry safe: the same key and body within 24 hours replays the original response. */
+                /** @description Makes a retry safe: the same key and body within 24 hours replays the original response. Visible ASCII characters (spaces allowed inside). */
                 "Idempotency-Key"?: string;
             };
             path?: never;
@@ -842,7 +897,7 @@ export interface operations {
                     "application/json; charset=utf-8": components["schemas"]["Success_IdentityOut"];
                 };
             };
-            /** @description Invalid request: `details` lists every fault with its path. */
+            /** @description Invalid request: `details` lists every fault with its path (the body's fields, or `["headers", "Idempotency-Key"]`). */
             400: {
                 headers: {
                     /** @description Requests allowed per minute. */
@@ -923,6 +978,8 @@ export interface operations {
                     "X-RateLimit-Reset": number;
                     /** @description Id of this request, as in the body's `requestId`. */
                     "X-Request-Id": string;
+                    /** @description `true` when this is a replay of the original response. */
+                    "X-Idempotent-Replay"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -1029,8 +1086,42 @@ export interface operations {
                     "application/json; charset=utf-8": components["schemas"]["Success_DeviceList"];
                 };
             };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description Missing, malformed, unknown or revoked API key. */
             401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
                 headers: {
                     /** @description Requests allowed per minute. */
                     "X-RateLimit-Limit": number;
@@ -1107,7 +1198,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Makes a retry safe: the same key and body within 24 hours replays the original response. */
+                /** @description Makes a retry safe: the same key and body within 24 hours replays the original response. Visible ASCII characters (spaces allowed inside). */
                 "Idempotency-Key"?: string;
             };
             path?: never;
@@ -1157,7 +1248,7 @@ export interface operations {
                     "application/json; charset=utf-8": components["schemas"]["Success_DeviceOut"];
                 };
             };
-            /** @description Invalid request: `details` lists every fault with its path. */
+            /** @description Invalid request: `details` lists every fault with its path (the body's fields, or `["headers", "Idempotency-Key"]`). */
             400: {
                 headers: {
                     /** @description Requests allowed per minute. */
@@ -1238,6 +1329,8 @@ export interface operations {
                     "X-RateLimit-Reset": number;
                     /** @description Id of this request, as in the body's `requestId`. */
                     "X-Request-Id": string;
+                    /** @description `true` when this is a replay of the original response. */
+                    "X-Idempotent-Replay"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -1347,8 +1440,59 @@ export interface operations {
                     "application/json; charset=utf-8": components["schemas"]["Success_DeletedDevice"];
                 };
             };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description Missing, malformed, unknown or revoked API key. */
             401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
                 headers: {
                     /** @description Requests allowed per minute. */
                     "X-RateLimit-Limit": number;
@@ -1447,6 +1591,40 @@ export interface operations {
                     "application/json; charset=utf-8": components["schemas"]["Success_HealthOut"];
                 };
             };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description Rate limit exceeded. */
             429: {
                 headers: {
@@ -1528,6 +1706,40 @@ export interface operations {
                 };
                 content: {
                     "application/json; charset=utf-8": components["schemas"]["Success_HealthOut"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             /** @description Rate limit exceeded. */

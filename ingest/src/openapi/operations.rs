@@ -1,0 +1,305 @@
+//! What the middleware layers do to each operation, written into the
+//! document: the headers on every response, the `Idempotency-Key` parameter,
+//! the formats of path parameters, and every error status the operation can
+//! answer, each with the error envelope.
+
+use poem_openapi::{registry::MetaSchemaRef, types::Type};
+use serde_json::{Map, Value, json};
+
+use crate::{error::ErrorEnvelope, idempotency::MAX_KEY_LEN};
+
+/// What `Idempotency-Key` accepts: visible ASCII, spaces allowed inside. HTTP
+/// strips spaces around a header value, so a key cannot start or end with one.
+const IDEMPOTENCY_KEY_PATTERN: &str = "^[!-~](?:[ -~]*[!-~])?$";
+
+fn error_schema_ref() -> Value {
+    match ErrorEnvelope::schema_ref() {
+        MetaSchemaRef::Reference(name) => json!({ "$ref": format!("#/components/schemas/{name}") }),
+        MetaSchemaRef::Inline(schema) => serde_json::to_value(schema).expect("schemas serialise"),
+    }
+}
+
+fn header(description: &str, schema: Value) -> Value {
+    json!({ "description": description, "required": true, "schema": schema })
+}
+
+/// Headers on every response.
+fn common_headers() -> Map<String, Value> {
+    let int = json!({ "type": "integer", "minimum": 0 });
+    let mut h = Map::new();
+    h.insert(
+        "X-RateLimit-Limit".into(),
+        header("Requests allowed per minute.", int.clone()),
+    );
+    h.insert(
+        "X-RateLimit-Remaining".into(),
+        header("Requests left in the current window.", int.clone()),
+    );
+    h.insert(
+        "X-RateLimit-Reset".into(),
+        header(
+            "Unix time (seconds) when the full quota is available again.",
+            int,
+        ),
+    );
+    h.insert(
+        "X-Request-Id".into(),
+        header(
+            "Id of this request, as in the body's `requestId`.",
+            json!({ "type": "string", "format": "uuid" }),
+        ),
+    );
+    h
+}
+
+fn error_response(description: &str, retry_after: bool) -> Value {
+    let mut headers = common_headers();
+    if retry_after {
+        headers.insert(
+            "Retry-After".into(),
+            header(
+                "Seconds to wait before retrying.",
+                json!({ "type": "integer", "minimum": 1 }),
+            ),
+        );
+    }
+    json!({
+        "description": description,
+        "headers": headers,
+        "content": { "application/json": { "schema": error_schema_ref() } },
+    })
+}
+
+fn replay_header() -> Value {
+    json!({
+        "description": "`true` when this is a replay of the original response.",
+        "schema": { "type": "string", "enum": ["true"] },
+    })
+}
+
+/// What one operation is, as far as the middleware is concerned.
+struct Shape {
+    /// Under `/v1`: the gate asks for an API key.
+    authenticated: bool,
+    /// A POST under `/v1`: the idempotency layer reads `Idempotency-Key`.
+    idempotent: bool,
+    /// Its path names a resource by id, which may not exist.
+    names_a_resource: bool,
+    /// It reads a JSON body.
+    has_body: bool,
+}
+
+/// Every error status an operation can answer, with when. The layers run
+/// for every route, so an operation that reads no body can still get 413 for
+/// a large one, or 400 for one that cannot be read.
+fn errors(shape: &Shape) -> Vec<(&'static str, Value)> {
+    let invalid = if shape.has_body || shape.idempotent {
+        "Invalid request: `details` lists every fault with its path (the body's fields, \
+         or `[\"headers\", \"Idempotency-Key\"]`)."
+    } else {
+        "The request could not be read (for example a body cut short)."
+    };
+    let mut errors = vec![
+        ("400", error_response(invalid, false)),
+        (
+            "413",
+            error_response(
+                "The body is larger than the limit (64 KiB by default).",
+                false,
+            ),
+        ),
+        ("429", error_response("Rate limit exceeded.", true)),
+        (
+            "431",
+            error_response("Too many or too large header fields.", false),
+        ),
+        (
+            "500",
+            error_response("Internal error; the body has only the request id.", false),
+        ),
+        (
+            "503",
+            error_response("The store is unreachable; retry later.", true),
+        ),
+    ];
+    if shape.authenticated {
+        errors.push((
+            "401",
+            error_response("Missing, malformed, unknown or revoked API key.", false),
+        ));
+    }
+    if shape.names_a_resource {
+        errors.push((
+            "404",
+            error_response(
+                "The caller's project has nothing with this id (or it is not a UUID).",
+                false,
+            ),
+        ));
+    }
+    if shape.has_body {
+        errors.push((
+            "415",
+            error_response(
+                "The body is not JSON (`Content-Type: application/json`).",
+                false,
+            ),
+        ));
+    }
+    if shape.idempotent {
+        errors.extend([
+            (
+                "409",
+                error_response(
+                    "A request with this Idempotency-Key is still in progress.",
+                    true,
+                ),
+            ),
+            (
+                "422",
+                error_response(
+                    "This Idempotency-Key was used with a different request.",
+                    false,
+                ),
+            ),
+        ]);
+    }
+    errors
+}
+
+/// Adds to each operation what the middleware layers do for it.
+pub fn complete(doc: &mut Value) {
+    let paths = doc
+        .get_mut("paths")
+        .and_then(Value::as_object_mut)
+        .expect("the API has paths");
+    for (path, item) in paths.iter_mut() {
+        let Some(item) = item.as_object_mut() else {
+            continue;
+        };
+        for (method, op) in item.iter_mut() {
+            let Some(op) = op.as_object_mut() else {
+                continue;
+            };
+            let authenticated = path.starts_with("/v1/");
+            let shape = Shape {
+                authenticated,
+                idempotent: authenticated && method == "post",
+                names_a_resource: path.contains('{'),
+                has_body: op.contains_key("requestBody"),
+            };
+            complete_operation(op, &shape);
+        }
+    }
+    let components = doc
+        .get_mut("components")
+        .and_then(Value::as_object_mut)
+        .expect("the API has components");
+    components.insert(
+        "securitySchemes".into(),
+        json!({
+            "bearerAuth": {
+                "type": "http",
+                "scheme": "bearer",
+                "bearerFormat": "tocsin_ followed by 43 base64url characters",
+                "description": "An API key created with `ingest keys create`.",
+            }
+        }),
+    );
+    let mut method_not_allowed =
+        error_response("The route exists but not with this method.", false);
+    method_not_allowed["headers"]["Allow"] = header(
+        "The methods the route supports, such as `GET, HEAD`.",
+        json!({ "type": "string" }),
+    );
+    components.insert(
+        "responses".into(),
+        json!({
+            "NotFound": error_response("No such route or resource.", false),
+            "MethodNotAllowed": method_not_allowed,
+        }),
+    );
+}
+
+fn complete_operation(op: &mut Map<String, Value>, shape: &Shape) {
+    let responses = op
+        .entry("responses")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .expect("responses is an object");
+    for (status, response) in errors(shape) {
+        responses.entry(status).or_insert(response);
+    }
+    for (status, response) in responses.iter_mut() {
+        let headers = response
+            .as_object_mut()
+            .expect("a response is an object")
+            .entry("headers")
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .expect("headers is an object");
+        headers.extend(common_headers());
+        // A retry replays what the first request got, unless that was a
+        // validation failure, a refusal before the key was claimed (401,
+        // 409, 413, 422, 429) or a server error: that leaves successes and
+        // the 415 the handler gives.
+        if shape.idempotent && (status.starts_with('2') || status == "415") {
+            headers.insert("X-Idempotent-Replay".into(), replay_header());
+        }
+    }
+    let parameters = op
+        .entry("parameters")
+        .or_insert_with(|| json!([]))
+        .as_array_mut()
+        .expect("parameters is an array");
+    for parameter in parameters.iter_mut() {
+        // Every path parameter of the API is an id, and ids are UUIDs.
+        if parameter["in"] == "path" {
+            parameter["schema"]["format"] = json!("uuid");
+        }
+    }
+    if shape.idempotent {
+        parameters.push(json!({
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": false,
+            "description": "Makes a retry safe: the same key and body within 24 hours \
+                replays the original response. Visible ASCII characters (spaces allowed \
+                inside).",
+            "schema": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_KEY_LEN,
+                "pattern": IDEMPOTENCY_KEY_PATTERN,
+            },
+        }));
+    }
+    if parameters.is_empty() {
+        op.remove("parameters");
+    }
+    op.insert(
+        "security".into(),
+        if shape.authenticated {
+            json!([{ "bearerAuth": [] }])
+        } else {
+            json!([])
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_idempotency_key_pattern_is_visible_ascii_with_inner_spaces() {
+        let schema = json!({ "pattern": IDEMPOTENCY_KEY_PATTERN });
+        let pattern = jsonschema::validator_for(&schema).expect("compiles");
+        for key in ["a", "order-1001-paid", "a b", "~!{}"] {
+            assert!(pattern.is_valid(&json!(key)), "{key:?}");
+        }
+        for key in ["", " ", " a", "a ", "a\tb", "clé", "a\u{7f}"] {
+            assert!(!pattern.is_valid(&json!(key)), "{key:?}");
+        }
+    }
+}
