@@ -99,6 +99,16 @@ impl Service {
         }
     }
 
+    /// Kills the process with SIGKILL, as a crash or the OOM killer would,
+    /// and waits until it is gone.
+    pub fn kill(&mut self) {
+        self.child.kill().expect("SIGKILL sent");
+        self.child.wait().expect("reaped");
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+
     /// Sends SIGTERM.
     pub fn terminate(&self) {
         let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("pid"));

@@ -1,6 +1,10 @@
-//! The object keys every store can hold, as a rule of the published
-//! schemas: free-form request objects (`metadata`, `properties`) must not
-//! have a key containing U+0000 (NUL) at any depth.
+//! The object keys every store can hold: free-form request objects
+//! (`metadata`, `properties`) must not have a key containing U+0000 (NUL)
+//! at any depth. Their own keys are constrained in the published schemas
+//! (`propertyNames`); keys nested deeper are checked by the validator
+//! (`validation.rs`), as the nesting depth is: a recursive schema would say
+//! it, but code generators turn it into circular types (the TypeScript
+//! client's cannot compile), so the schema's description says it instead.
 //!
 //! BSON writes keys as NUL-terminated strings, so the MongoDB driver refuses
 //! such a key, while SQLite would take it: rejecting it in the schema gives
@@ -13,16 +17,16 @@ use serde_json::{Value, json};
 /// The pattern every key must match (ECMA-262, as JSON Schema uses).
 pub const KEY_PATTERN: &str = "^[^\\u0000]*$";
 
+/// Whether every store can hold `key` (what [`KEY_PATTERN`] says).
+pub fn is_storable(key: &str) -> bool {
+    !key.contains('\0')
+}
+
 /// What a client is told about a key that does not match [`KEY_PATTERN`].
 pub const KEY_MESSAGE: &str = "keys must not contain the NUL character (U+0000)";
 
-/// The component schema of any JSON value whose object keys, at any depth,
-/// match [`KEY_PATTERN`].
-const STORABLE: &str = "StorableJson";
-
-/// Constrains every free-form object property of the closed (request body)
-/// schemas of an OpenAPI document, and registers the recursive schema they
-/// refer to for their values.
+/// Constrains the keys of every free-form object property of the closed
+/// (request body) schemas of an OpenAPI document.
 pub fn publish(doc: &mut Value) {
     let Some(schemas) = doc
         .pointer_mut("/components/schemas")
@@ -30,7 +34,6 @@ pub fn publish(doc: &mut Value) {
     else {
         return;
     };
-    let reference = json!({ "$ref": format!("#/components/schemas/{STORABLE}") });
     let request_bodies = schemas
         .values_mut()
         .filter(|s| s.get("additionalProperties") == Some(&Value::Bool(false)));
@@ -40,19 +43,8 @@ pub fn publish(doc: &mut Value) {
         };
         for property in properties.values_mut().filter(|p| is_free_form_object(p)) {
             property["propertyNames"] = json!({ "pattern": KEY_PATTERN });
-            property["additionalProperties"] = reference.clone();
         }
     }
-    schemas.insert(
-        STORABLE.into(),
-        json!({
-            "description": "Any JSON value; object keys, at any depth, must not \
-                contain U+0000 (NUL), which not every store can hold.",
-            "propertyNames": { "pattern": KEY_PATTERN },
-            "additionalProperties": reference,
-            "items": reference,
-        }),
-    );
 }
 
 /// `type: object` whose values may be anything (a map of JSON values).
@@ -92,6 +84,5 @@ mod tests {
             json!({ "type": "string" })
         );
         assert!(schemas["Out"]["properties"]["metadata"]["propertyNames"].is_null());
-        assert!(schemas[STORABLE]["items"]["$ref"].is_string());
     }
 }

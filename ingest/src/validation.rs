@@ -70,7 +70,7 @@ impl SchemaValidators {
             return Err(vec![FieldError::new(vec![], "unsupported request body")]);
         };
         let mut faults: Vec<FieldError> = validator.iter_errors(value).flat_map(describe).collect();
-        too_deep(value, &mut Vec::new(), 0, &mut faults);
+        beyond_schema(value, &mut Vec::new(), 0, &mut faults);
         if faults.is_empty() {
             Ok(())
         } else {
@@ -155,15 +155,30 @@ fn type_names(kind: &TypeKind) -> String {
     }
 }
 
-/// Reports values nested deeper than [`MAX_DEPTH`], which JSON Schema
-/// cannot express.
-fn too_deep(value: &Value, path: &mut Vec<String>, depth: usize, faults: &mut Vec<FieldError>) {
+/// Reports what the published schemas state only in words: values nested
+/// deeper than [`MAX_DEPTH`], and keys with a NUL inside objects nested in a
+/// free-form field (the field's own keys are the schema's `propertyNames`).
+fn beyond_schema(
+    value: &Value,
+    path: &mut Vec<String>,
+    depth: usize,
+    faults: &mut Vec<FieldError>,
+) {
     if depth > MAX_DEPTH {
         faults.push(FieldError::new(
             path.clone(),
             format!("is nested more than {MAX_DEPTH} levels deep"),
         ));
         return;
+    }
+    if let Value::Object(map) = value
+        && depth >= 2
+    {
+        for key in map.keys().filter(|k| !crate::storable_keys::is_storable(k)) {
+            let mut at = path.clone();
+            at.push(key.clone());
+            faults.push(FieldError::new(at, KEY_MESSAGE));
+        }
     }
     let children: Box<dyn Iterator<Item = (String, &Value)>> = match value {
         Value::Object(map) => Box::new(map.iter().map(|(k, v)| (k.clone(), v))),
@@ -172,7 +187,7 @@ fn too_deep(value: &Value, path: &mut Vec<String>, depth: usize, faults: &mut Ve
     };
     for (segment, child) in children {
         path.push(segment);
-        too_deep(child, path, depth + 1, faults);
+        beyond_schema(child, path, depth + 1, faults);
         path.pop();
     }
 }

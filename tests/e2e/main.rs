@@ -8,6 +8,7 @@ mod devices;
 mod docs;
 mod errors;
 mod events;
+mod faults;
 mod fuzz;
 mod idempotency;
 mod identify;
