@@ -203,8 +203,7 @@ impl Burst {
         for client in self.clients {
             let _ = client.await;
         }
-        let accepted = self.accepted.lock().expect("lock").clone();
-        accepted
+        self.accepted.lock().expect("lock").clone()
     }
 }
 
