@@ -5,7 +5,7 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use common::{
     config::{ConfigError, Secret, Sources, load, parse_defaults},
-    store::StoreConfig,
+    store::{SqliteSync, StoreConfig},
     telemetry::LogFormat,
 };
 use serde::Deserialize;
@@ -18,6 +18,7 @@ const DEFAULTS: &str = include_str!("../config.default.toml");
 pub struct Config {
     pub listen: String,
     pub data_dir: PathBuf,
+    pub sqlite_synchronous: SqliteSync,
     pub mongodb_uri: Option<Secret>,
     pub mongodb_database: String,
     pub store_timeout_ms: u64,
@@ -198,6 +199,7 @@ impl Config {
             },
             None => StoreConfig::Sqlite {
                 path: self.data_dir.join("tocsin.sqlite3"),
+                synchronous: self.sqlite_synchronous,
             },
         }
     }

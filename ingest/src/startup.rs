@@ -80,7 +80,7 @@ impl Application {
             StoreConfig::Mongo { database, .. } => {
                 tracing::info!(store = "mongodb", database = %database, "store opened");
             }
-            StoreConfig::Sqlite { path } => {
+            StoreConfig::Sqlite { path, .. } => {
                 tracing::info!(store = "sqlite", path = %path.display(), "store opened");
             }
         }

@@ -7,7 +7,7 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 use common::{
     config::{ConfigError, Secret, Sources, load, parse_defaults},
     queue::{RetryPolicy, amqp::AmqpConfig},
-    store::StoreConfig,
+    store::{SqliteSync, StoreConfig},
     telemetry::LogFormat,
 };
 use serde::Deserialize;
@@ -30,6 +30,7 @@ pub struct Config {
     pub mongodb_uri: Option<Secret>,
     pub mongodb_database: String,
     pub data_dir: PathBuf,
+    pub sqlite_synchronous: SqliteSync,
     pub store_timeout_ms: u64,
     pub broker_timeout_ms: u64,
     pub prefetch: u16,
@@ -180,6 +181,7 @@ impl Config {
             },
             None => StoreConfig::Sqlite {
                 path: self.data_dir.join("tocsin.sqlite3"),
+                synchronous: self.sqlite_synchronous,
             },
         }
     }

@@ -211,6 +211,7 @@ async fn open_store(dir: &Path) -> Arc<dyn Store> {
     common::store::open(
         &StoreConfig::Sqlite {
             path: dir.join("tocsin.sqlite3"),
+            synchronous: Default::default(),
         },
         Duration::from_secs(10),
     )

@@ -209,7 +209,7 @@ async fn a_queued_event_whose_job_was_lost_is_published_again() {
 async fn a_poison_job_is_dead_lettered_after_bounded_retries() {
     let test = TestConfig::new(StoreKind::Sqlite);
     let path = match test.store_config() {
-        common::store::StoreConfig::Sqlite { path } => path,
+        common::store::StoreConfig::Sqlite { path, .. } => path,
         other => panic!("sqlite expected, got {other:?}"),
     };
     let store = common::store::open(&test.store_config(), Duration::from_secs(10))
@@ -280,7 +280,7 @@ async fn a_store_timeout_after_the_insert_committed_never_makes_a_duplicate() {
     let mut test = TestConfig::new(StoreKind::Sqlite);
     test.config.store_timeout_ms = 300;
     let path = match test.store_config() {
-        common::store::StoreConfig::Sqlite { path } => path,
+        common::store::StoreConfig::Sqlite { path, .. } => path,
         other => panic!("sqlite expected, got {other:?}"),
     };
     let app = TestApp::spawn_with(test).await;

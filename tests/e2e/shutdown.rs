@@ -110,6 +110,7 @@ async fn sigterm_finishes_requests_in_flight_flushes_the_outbox_and_exits_zero()
     let store = common::store::open(
         &StoreConfig::Sqlite {
             path: dir.path().join("tocsin.sqlite3"),
+            synchronous: Default::default(),
         },
         Duration::from_secs(10),
     )

@@ -179,8 +179,39 @@ pub trait Store: Send + Sync + 'static {
 /// Where the data lives, chosen from configuration.
 #[derive(Debug, Clone)]
 pub enum StoreConfig {
-    Mongo { uri: String, database: String },
-    Sqlite { path: std::path::PathBuf },
+    Mongo {
+        uri: String,
+        database: String,
+    },
+    Sqlite {
+        path: std::path::PathBuf,
+        synchronous: SqliteSync,
+    },
+}
+
+/// How hard SQLite works to keep a commit through a power loss (its
+/// `synchronous` setting, in WAL mode). Either survives any crash of the
+/// process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SqliteSync {
+    /// The WAL is synced at checkpoints only: the database stays
+    /// consistent, but a power loss or kernel crash can roll back the last
+    /// commits before it. The faster choice.
+    #[default]
+    Normal,
+    /// The WAL is synced at every commit: once a request is answered, its
+    /// write survives a power loss too.
+    Full,
+}
+
+impl SqliteSync {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Normal => "NORMAL",
+            Self::Full => "FULL",
+        }
+    }
 }
 
 /// Opens the configured store, prepares it (indexes, tables), and wraps it so
@@ -190,7 +221,9 @@ pub async fn open(config: &StoreConfig, deadline: Duration) -> StoreResult<Arc<d
         StoreConfig::Mongo { uri, database } => {
             Arc::new(mongo::MongoStore::connect(uri, database, deadline).await?)
         }
-        StoreConfig::Sqlite { path } => Arc::new(sqlite::SqliteStore::open(path).await?),
+        StoreConfig::Sqlite { path, synchronous } => {
+            Arc::new(sqlite::SqliteStore::open_with(path, *synchronous).await?)
+        }
     };
     Ok(Arc::new(Deadline::new(inner, deadline)))
 }

@@ -16,8 +16,8 @@ use uuid::Uuid;
 
 use super::{
     ApiKey, ApnsEnvironment, Delivery, DeliveryClaim, DeliveryState, Device, DeviceRegistration,
-    Event, IdempotencyBegin, Identity, Inserted, NotificationState, Scope, Store, StoreError,
-    StoreResult, StoredResponse,
+    Event, IdempotencyBegin, Identity, Inserted, NotificationState, Scope, SqliteSync, Store,
+    StoreError, StoreResult, StoredResponse,
     lease::{self, ClaimRequest, Decision, Held},
     model::merge_identity_fields,
 };
@@ -137,8 +137,14 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database file and brings its schema up to date.
+    /// Opens (creating if needed) the database file and brings its schema
+    /// up to date, with the default durability.
     pub async fn open(path: &Path) -> StoreResult<Self> {
+        Self::open_with(path, SqliteSync::default()).await
+    }
+
+    /// Like [`SqliteStore::open`], syncing as `synchronous` says.
+    pub async fn open_with(path: &Path, synchronous: SqliteSync) -> StoreResult<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
                 StoreError::Unavailable(format!("cannot create {}: {e}", dir.display()))
@@ -147,10 +153,10 @@ impl SqliteStore {
         let conn = tokio_rusqlite::Connection::open(path)
             .await
             .map_err(|e| StoreError::Unavailable(format!("cannot open {}: {e}", path.display())))?;
-        conn.call(|c| {
+        conn.call(move |c| {
             c.busy_timeout(Duration::from_secs(5))?;
             c.pragma_update(None, "journal_mode", "WAL")?;
-            c.pragma_update(None, "synchronous", "NORMAL")?;
+            c.pragma_update(None, "synchronous", synchronous.as_str())?;
             migrate(c)
         })
         .await
@@ -946,5 +952,25 @@ impl Store for SqliteStore {
             .collect()
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_synchronous_setting_reaches_the_connection() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for (setting, pragma) in [(SqliteSync::Normal, 1), (SqliteSync::Full, 2)] {
+            let store = SqliteStore::open_with(&dir.path().join("t.sqlite3"), setting)
+                .await
+                .expect("opens");
+            let level: i64 = store
+                .run(|c| c.pragma_query_value(None, "synchronous", |r| r.get(0)))
+                .await
+                .expect("read");
+            assert_eq!(level, pragma, "{setting:?}");
+        }
     }
 }
