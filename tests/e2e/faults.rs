@@ -314,6 +314,14 @@ fn assert_exactly_once(
     );
 }
 
+/// Removes a test's queues and exchanges from the shared broker.
+async fn remove_queues(prefix: String) {
+    let mut config = notifier::Config::defaults();
+    config.amqp_url = Some(common::config::Secret::new(amqp_url()));
+    config.queue_prefix = prefix;
+    delete_topology(&config).await;
+}
+
 async fn device_ids(store: &dyn Store, scope: &Scope) -> Vec<Uuid> {
     let devices = store.list_devices(scope).await.expect("devices");
     assert_eq!(devices.len(), usize::from(DEVICES));
@@ -393,10 +401,7 @@ async fn kill_9_of_one_of_two_notifiers_mid_stream_delivers_every_event_once() {
     let mut sent = pushes(&doomed);
     sent.extend(pushes(&survivor));
     assert_exactly_once(&accepted, &devices, &sent, &by_doomed);
-    let mut config = notifier::Config::defaults();
-    config.amqp_url = Some(common::config::Secret::new(amqp_url()));
-    config.queue_prefix = prefix;
-    delete_topology(&config).await;
+    remove_queues(prefix).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -424,10 +429,7 @@ async fn a_broker_cut_mid_burst_delivers_every_event_once() {
     let devices = device_ids(store.as_ref(), &scope).await;
     // Nobody died: not a single repeat.
     assert_exactly_once(&accepted, &devices, &pushes(&notifier), &HashSet::new());
-    let mut config = notifier::Config::defaults();
-    config.amqp_url = Some(common::config::Secret::new(amqp_url()));
-    config.queue_prefix = prefix;
-    delete_topology(&config).await;
+    remove_queues(prefix).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -495,8 +497,5 @@ async fn a_backlog_larger_than_any_relay_page_left_by_a_crash_is_delivered_once(
     let devices = device_ids(store.as_ref(), &scope).await;
     // Only ingest died, and it sends no push: not a single repeat.
     assert_exactly_once(&accepted, &devices, &pushes(&notifier), &HashSet::new());
-    let mut config = notifier::Config::defaults();
-    config.amqp_url = Some(common::config::Secret::new(amqp_url()));
-    config.queue_prefix = prefix;
-    delete_topology(&config).await;
+    remove_queues(prefix).await;
 }

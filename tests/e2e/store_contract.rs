@@ -27,6 +27,27 @@ fn scope() -> Scope {
     Scope::new("org", format!("p{}", Uuid::new_v4().simple()))
 }
 
+/// A `pending` event of `scope`, due now.
+fn event_in(scope: &Scope) -> common::store::Event {
+    common::store::Event {
+        id: Uuid::now_v7(),
+        scope: scope.clone(),
+        channel_name: "c".into(),
+        title: "t".into(),
+        description: None,
+        icon: None,
+        tags: vec![],
+        metadata: Map::new(),
+        user_id: None,
+        notify: true,
+        source: None,
+        created_at: common::time::now(),
+        notification: common::store::NotificationState::Pending,
+        request_id: None,
+        notification_due_at: Some(common::time::now()),
+    }
+}
+
 fn response(body: &str) -> StoredResponse {
     StoredResponse {
         status: 201,
@@ -259,21 +280,10 @@ async fn an_event_inserted_twice_is_stored_once(kind: StoreKind) {
     let (store, _t) = open(kind).await;
     let s = scope();
     let event = Event {
-        id: Uuid::now_v7(),
-        scope: s.clone(),
-        channel_name: "c".into(),
         title: "first".into(),
-        description: None,
-        icon: None,
-        tags: vec![],
-        metadata: Map::new(),
-        user_id: None,
         notify: false,
-        source: None,
-        created_at: common::time::now(),
         notification: N::Skipped,
-        request_id: None,
-        notification_due_at: None,
+        ..event_in(&s)
     };
     assert_eq!(
         store.insert_event(&event).await.expect("inserted"),
@@ -473,21 +483,10 @@ async fn notification_states_move_only_from_the_expected_ones(kind: StoreKind) {
     let (store, _t) = open(kind).await;
     let s = scope();
     let event = Event {
-        id: Uuid::now_v7(),
-        scope: s.clone(),
-        channel_name: "c".into(),
-        title: "t".into(),
-        description: None,
-        icon: None,
-        tags: vec![],
-        metadata: Map::new(),
-        user_id: None,
-        notify: true,
-        source: None,
         created_at: common::time::now() - Age::seconds(10),
-        notification: N::Pending,
         request_id: Some("req".into()),
         notification_due_at: Some(common::time::now() - Age::seconds(5)),
+        ..event_in(&s)
     };
     store.insert_event(&event).await.expect("inserted");
     // Each test has its own database, so the counts are exact.
