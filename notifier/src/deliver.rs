@@ -152,7 +152,8 @@ impl Deliverer {
             );
         }
         if settled_here {
-            self.settle_from_deliveries(&event).await?;
+            let eligible: Vec<uuid::Uuid> = devices.iter().map(|d| d.id).collect();
+            self.settle_from_deliveries(&event, &eligible).await?;
         }
         Ok(if gave_up {
             JobOutcome::DeadLetter
@@ -321,9 +322,22 @@ impl Deliverer {
             .inc();
     }
 
-    /// Settles the event once every delivery is final.
-    async fn settle_from_deliveries(&self, event: &Event) -> Result<(), DeliverError> {
-        let deliveries = self.store.list_deliveries(&event.scope, event.id).await?;
+    /// Settles the event once every delivery that can still happen is
+    /// final. A delivery left unfinished for a device that is no longer
+    /// `eligible` (deleted, deactivated, or its channels changed) will never
+    /// be sent, so it does not keep the event open.
+    async fn settle_from_deliveries(
+        &self,
+        event: &Event,
+        eligible: &[uuid::Uuid],
+    ) -> Result<(), DeliverError> {
+        let deliveries: Vec<Delivery> = self
+            .store
+            .list_deliveries(&event.scope, event.id)
+            .await?
+            .into_iter()
+            .filter(|d| d.state.is_final() || eligible.contains(&d.device_id))
+            .collect();
         if deliveries.iter().any(|d| !d.state.is_final()) {
             return Ok(());
         }

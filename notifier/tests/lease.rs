@@ -267,6 +267,35 @@ async fn a_dead_workers_lease_is_taken_over_when_it_runs_out_and_not_before() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_device_removed_while_its_delivery_waits_does_not_keep_the_event_open() {
+    let w = world(vec![]).await;
+    w.store
+        .claim_delivery(
+            &w.scope,
+            w.event.id,
+            w.device,
+            &ClaimRequest {
+                now: w.clock.now(),
+                lease: LEASE,
+                max_attempts: 4,
+            },
+        )
+        .await
+        .expect("the dead worker's claim");
+    w.publish().await;
+    // While the dead worker's lease runs, the device is removed.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        w.store
+            .delete_device(&w.scope, w.device)
+            .await
+            .expect("deleted")
+    );
+    assert_eq!(w.settled().await, NotificationState::Skipped);
+    assert!(w.sent().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_transient_failure_is_retried_no_sooner_than_its_backoff() {
     let retry = PushOutcome::Retry {
         reason: "503".into(),
