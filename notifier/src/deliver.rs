@@ -48,12 +48,13 @@ pub enum DeliverError {
 }
 
 impl DeliverError {
-    /// Whether waiting can fix it (the store or broker is away), as opposed
-    /// to a job that fails the same way every time (a poison job).
+    /// Whether waiting can fix it (the store or the broker is away or
+    /// refusing for now, as a broker under a resource alarm does), as
+    /// opposed to a job that fails the same way every time (a poison job).
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Self::Store(StoreError::Unavailable(_)) | Self::Queue(QueueError::Unavailable(_))
+            Self::Store(StoreError::Unavailable(_)) | Self::Queue(_)
         )
     }
 }
@@ -174,6 +175,8 @@ impl Deliverer {
         let again = Job::NotifyV1(NotifyJob {
             attempt,
             devices: Some(devices),
+            // It was processed: whatever failed before was not a poison.
+            failures: 0,
             ..job.clone()
         });
         self.queue.publish_delayed(&again, delay).await?;
