@@ -8,6 +8,7 @@
 //! gets its own database name, so nothing is ever dropped or shared.
 
 pub mod contract;
+pub mod drill;
 pub mod openmetrics;
 pub mod pipeline;
 pub mod process;
