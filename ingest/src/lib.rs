@@ -25,7 +25,6 @@ pub mod request_id;
 pub mod server;
 pub mod startup;
 pub mod state;
-pub mod storable_keys;
 pub mod types;
 pub mod validation;
 

@@ -48,7 +48,6 @@ pub fn document(service: &OpenApiService<Apis, ()>) -> Value {
     add_error_schema(&mut doc);
     operations::complete(&mut doc);
     close_request_bodies(&mut doc);
-    crate::storable_keys::publish(&mut doc);
     pin_success_flags(&mut doc);
     upgrade_to_31(&mut doc);
     doc

@@ -25,7 +25,6 @@ use serde_json::Value;
 use crate::{
     error::ApiError,
     error::FieldError,
-    storable_keys::{KEY_MESSAGE, KEY_PATTERN},
     types::{EMOJI_PATTERN, is_single_emoji},
 };
 
@@ -70,7 +69,7 @@ impl SchemaValidators {
             return Err(vec![FieldError::new(vec![], "unsupported request body")]);
         };
         let mut faults: Vec<FieldError> = validator.iter_errors(value).flat_map(describe).collect();
-        beyond_schema(value, &mut Vec::new(), 0, &mut faults);
+        too_deep(value, &mut Vec::new(), 0, &mut faults);
         if faults.is_empty() {
             Ok(())
         } else {
@@ -122,19 +121,6 @@ fn describe(error: ValidationError<'_>) -> Vec<FieldError> {
         // already said it in words.
         ValidationErrorKind::Pattern { pattern } if *pattern == *EMOJI_PATTERN => vec![],
         ValidationErrorKind::Enum { options } => one(format!("must be one of {options}")),
-        // The faulty key is the inner error's instance; pointing at it (not
-        // at the object holding it) says which key to fix.
-        ValidationErrorKind::PropertyNames { error } => {
-            let key = error.instance();
-            let name = key.as_str().map_or_else(|| key.to_string(), str::to_owned);
-            let message = match error.kind() {
-                ValidationErrorKind::Pattern { pattern } if pattern == KEY_PATTERN => {
-                    KEY_MESSAGE.to_owned()
-                }
-                _ => error.to_string(),
-            };
-            vec![FieldError::new(at(&name), message)]
-        }
         _ => one(error.to_string()),
     }
 }
@@ -155,30 +141,15 @@ fn type_names(kind: &TypeKind) -> String {
     }
 }
 
-/// Reports what the published schemas state only in words: values nested
-/// deeper than [`MAX_DEPTH`], and keys with a NUL inside objects nested in a
-/// free-form field (the field's own keys are the schema's `propertyNames`).
-fn beyond_schema(
-    value: &Value,
-    path: &mut Vec<String>,
-    depth: usize,
-    faults: &mut Vec<FieldError>,
-) {
+/// Reports values nested deeper than [`MAX_DEPTH`], which JSON Schema
+/// cannot express.
+fn too_deep(value: &Value, path: &mut Vec<String>, depth: usize, faults: &mut Vec<FieldError>) {
     if depth > MAX_DEPTH {
         faults.push(FieldError::new(
             path.clone(),
             format!("is nested more than {MAX_DEPTH} levels deep"),
         ));
         return;
-    }
-    if let Value::Object(map) = value
-        && depth >= 2
-    {
-        for key in map.keys().filter(|k| !crate::storable_keys::is_storable(k)) {
-            let mut at = path.clone();
-            at.push(key.clone());
-            faults.push(FieldError::new(at, KEY_MESSAGE));
-        }
     }
     let children: Box<dyn Iterator<Item = (String, &Value)>> = match value {
         Value::Object(map) => Box::new(map.iter().map(|(k, v)| (k.clone(), v))),
@@ -187,7 +158,7 @@ fn beyond_schema(
     };
     for (segment, child) in children {
         path.push(segment);
-        beyond_schema(child, path, depth + 1, faults);
+        too_deep(child, path, depth + 1, faults);
         path.pop();
     }
 }

@@ -207,7 +207,52 @@ fn to_bson(v: &Value) -> Bson {
 }
 
 fn to_document(map: &Map<String, Value>) -> Document {
-    map.iter().map(|(k, v)| (k.clone(), to_bson(v))).collect()
+    map.iter()
+        .map(|(k, v)| (encode_key(k), to_bson(v)))
+        .collect()
+}
+
+/// Escapes the characters BSON cannot hold in a key. Keys are C strings, so
+/// a client's key containing NUL (valid JSON, and fine in SQLite) would
+/// make the driver refuse the whole write; escaped, it round-trips, and
+/// both stores give the same answer. U+FFFF (a noncharacter) is the escape:
+/// NUL becomes U+FFFF '0' and U+FFFF itself U+FFFF '1', so every key maps
+/// to one stored key and back. Keys without either are stored as they are.
+const KEY_ESCAPE: char = '\u{FFFF}';
+
+fn encode_key(key: &str) -> String {
+    if !key.contains(['\0', KEY_ESCAPE]) {
+        return key.to_owned();
+    }
+    let mut out = String::with_capacity(key.len() + 4);
+    for c in key.chars() {
+        match c {
+            '\0' => out.extend([KEY_ESCAPE, '0']),
+            KEY_ESCAPE => out.extend([KEY_ESCAPE, '1']),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn decode_key(key: &str) -> String {
+    if !key.contains(KEY_ESCAPE) {
+        return key.to_owned();
+    }
+    let mut out = String::with_capacity(key.len());
+    let mut chars = key.chars();
+    while let Some(c) = chars.next() {
+        match (c, c == KEY_ESCAPE) {
+            (_, true) => match chars.next() {
+                Some('0') => out.push('\0'),
+                // '1', or a lone escape written before escaping existed.
+                Some('1') | None => out.push(KEY_ESCAPE),
+                Some(other) => out.extend([KEY_ESCAPE, other]),
+            },
+            (c, false) => out.push(c),
+        }
+    }
+    out
 }
 
 fn to_json(b: &Bson) -> Value {
@@ -225,7 +270,7 @@ fn to_json(b: &Bson) -> Value {
 }
 
 fn from_document(d: &Document) -> Map<String, Value> {
-    d.iter().map(|(k, v)| (k.clone(), to_json(v))).collect()
+    d.iter().map(|(k, v)| (decode_key(k), to_json(v))).collect()
 }
 
 fn opt_str(d: &Document, key: &str) -> Option<String> {
@@ -1016,5 +1061,30 @@ impl Store for MongoStore {
         filter.insert("eventId", event_id.to_string());
         let docs = find_all(&self.deliveries(), filter, doc! { "deviceId": 1 }, None).await?;
         docs.iter().map(delivery_from_doc).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_bson_cannot_hold_round_trip_through_the_escape() {
+        for key in [
+            "plain",
+            "a\0b",
+            "\0",
+            "\u{FFFF}",
+            "\u{FFFF}0",
+            "x\u{FFFF}1\0\u{FFFF}",
+            "$ref",
+            "a.b",
+            "",
+        ] {
+            let stored = encode_key(key);
+            assert!(!stored.contains('\0'), "{key:?} -> {stored:?}");
+            assert_eq!(decode_key(&stored), key, "{key:?} -> {stored:?}");
+        }
+        assert_eq!(encode_key("plain"), "plain");
     }
 }
