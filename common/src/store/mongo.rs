@@ -944,12 +944,19 @@ impl Store for MongoStore {
     ) -> StoreResult<DeliveryClaim> {
         let key = doc! { "eventId": event_id.to_string(), "deviceId": device_id.to_string() };
         let now = date(&request.now);
+        // Most claims are first claims: try the insert before reading
+        // anything, and read only when a record turns out to exist.
+        let mut look = false;
         for _ in 0..MAX_ATTEMPTS {
-            let existing = self
-                .deliveries()
-                .find_one(key.clone())
-                .await
-                .map_err(classify)?;
+            let existing = if look {
+                self.deliveries()
+                    .find_one(key.clone())
+                    .await
+                    .map_err(classify)?
+            } else {
+                None
+            };
+            look = true;
             let held = existing
                 .as_ref()
                 .map(|d| {
