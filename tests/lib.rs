@@ -143,6 +143,27 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// A `pending` event of `scope`, due now, as a request stores it.
+pub fn pending_event(scope: &Scope) -> common::store::Event {
+    common::store::Event {
+        id: uuid::Uuid::now_v7(),
+        scope: scope.clone(),
+        channel_name: "c".into(),
+        title: "t".into(),
+        description: None,
+        icon: None,
+        tags: vec![],
+        metadata: serde_json::Map::new(),
+        user_id: None,
+        notify: true,
+        source: None,
+        created_at: common::time::now(),
+        notification: common::store::NotificationState::Pending,
+        request_id: None,
+        notification_due_at: Some(common::time::now()),
+    }
+}
+
 /// A database name of its own for one test.
 pub fn unique_db_name() -> String {
     format!("test_{}", uuid::Uuid::new_v4().simple())

@@ -187,6 +187,23 @@ impl World {
         panic!("the event never settled");
     }
 
+    /// Claims the delivery as a worker that then dies without a word.
+    async fn claim_and_die(&self) {
+        self.store
+            .claim_delivery(
+                &self.scope,
+                self.event.id,
+                self.device,
+                &ClaimRequest {
+                    now: self.clock.now(),
+                    lease: LEASE,
+                    max_attempts: 4,
+                },
+            )
+            .await
+            .expect("the dead worker's claim");
+    }
+
     fn sent(&self) -> Vec<DateTime<Utc>> {
         self.provider.sent.lock().expect("lock").clone()
     }
@@ -229,21 +246,8 @@ async fn a_claim_sends_once_records_and_settles() {
 #[tokio::test(start_paused = true)]
 async fn a_dead_workers_lease_is_taken_over_when_it_runs_out_and_not_before() {
     let w = world(vec![]).await;
-    // A worker claimed the delivery and died without a word.
     let claimed_at = w.clock.now();
-    w.store
-        .claim_delivery(
-            &w.scope,
-            w.event.id,
-            w.device,
-            &ClaimRequest {
-                now: claimed_at,
-                lease: LEASE,
-                max_attempts: 4,
-            },
-        )
-        .await
-        .expect("the dead worker's claim");
+    w.claim_and_die().await;
     w.publish().await;
     assert_eq!(w.settled().await, NotificationState::Delivered);
     let sent = w.sent();
@@ -269,19 +273,7 @@ async fn a_dead_workers_lease_is_taken_over_when_it_runs_out_and_not_before() {
 #[tokio::test(start_paused = true)]
 async fn a_device_removed_while_its_delivery_waits_does_not_keep_the_event_open() {
     let w = world(vec![]).await;
-    w.store
-        .claim_delivery(
-            &w.scope,
-            w.event.id,
-            w.device,
-            &ClaimRequest {
-                now: w.clock.now(),
-                lease: LEASE,
-                max_attempts: 4,
-            },
-        )
-        .await
-        .expect("the dead worker's claim");
+    w.claim_and_die().await;
     w.publish().await;
     // While the dead worker's lease runs, the device is removed.
     tokio::time::sleep(Duration::from_secs(5)).await;

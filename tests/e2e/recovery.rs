@@ -8,9 +8,9 @@ use std::{sync::Arc, time::Duration};
 
 use chrono::Duration as Age;
 use common::store::{ApnsEnvironment, DeviceRegistration, Event, NotificationState, Scope, Store};
-use serde_json::{Map, json};
+use serde_json::json;
 use tocsin_tests::{
-    Reply, StoreKind, TestApp, TestConfig, for_each_store,
+    Reply, StoreKind, TestApp, TestConfig, for_each_store, pending_event,
     pipeline::{Pipeline, WAIT, token},
     recording::RecordingProvider,
     test_notifier_config,
@@ -20,21 +20,10 @@ use uuid::Uuid;
 /// An event as a crashed ingest leaves it: stored, its job gone.
 fn stranded_event(scope: &Scope, state: NotificationState, age: Age) -> Event {
     Event {
-        id: Uuid::now_v7(),
-        scope: scope.clone(),
-        channel_name: "ops".into(),
-        title: "Stranded".into(),
-        description: None,
-        icon: None,
-        tags: vec![],
-        metadata: Map::new(),
-        user_id: None,
-        notify: true,
-        source: None,
         created_at: common::time::now() - age,
         notification: state,
-        request_id: None,
         notification_due_at: Some(common::time::now() - age),
+        ..pending_event(scope)
     }
 }
 

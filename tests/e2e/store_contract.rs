@@ -6,7 +6,7 @@ use std::{sync::Arc, time::Duration};
 use chrono::Duration as Age;
 use common::store::{ApiKey, IdempotencyBegin, Scope, Store, StoredResponse};
 use serde_json::{Map, json};
-use tocsin_tests::{StoreKind, TestConfig, for_each_store};
+use tocsin_tests::{StoreKind, TestConfig, for_each_store, pending_event};
 use uuid::Uuid;
 
 const TTL: Duration = Duration::from_secs(24 * 3600);
@@ -25,27 +25,6 @@ async fn open(kind: StoreKind) -> (Arc<dyn Store>, TestConfig) {
 
 fn scope() -> Scope {
     Scope::new("org", format!("p{}", Uuid::new_v4().simple()))
-}
-
-/// A `pending` event of `scope`, due now.
-fn event_in(scope: &Scope) -> common::store::Event {
-    common::store::Event {
-        id: Uuid::now_v7(),
-        scope: scope.clone(),
-        channel_name: "c".into(),
-        title: "t".into(),
-        description: None,
-        icon: None,
-        tags: vec![],
-        metadata: Map::new(),
-        user_id: None,
-        notify: true,
-        source: None,
-        created_at: common::time::now(),
-        notification: common::store::NotificationState::Pending,
-        request_id: None,
-        notification_due_at: Some(common::time::now()),
-    }
 }
 
 fn response(body: &str) -> StoredResponse {
@@ -283,7 +262,7 @@ async fn an_event_inserted_twice_is_stored_once(kind: StoreKind) {
         title: "first".into(),
         notify: false,
         notification: N::Skipped,
-        ..event_in(&s)
+        ..pending_event(&s)
     };
     assert_eq!(
         store.insert_event(&event).await.expect("inserted"),
@@ -486,7 +465,7 @@ async fn notification_states_move_only_from_the_expected_ones(kind: StoreKind) {
         created_at: common::time::now() - Age::seconds(10),
         request_id: Some("req".into()),
         notification_due_at: Some(common::time::now() - Age::seconds(5)),
-        ..event_in(&s)
+        ..pending_event(&s)
     };
     store.insert_event(&event).await.expect("inserted");
     // Each test has its own database, so the counts are exact.
