@@ -304,8 +304,8 @@ pub fn assert_exactly_once(
 /// Removes a test's queues and exchanges from the shared broker.
 pub async fn remove_queues(prefix: String) {
     let mut config = notifier::Config::defaults();
-    config.amqp_url = Some(common::config::Secret::new(amqp_url()));
-    config.queue_prefix = prefix;
+    config.backend.amqp_url = Some(common::config::Secret::new(amqp_url()));
+    config.backend.queue_prefix = prefix;
     delete_topology(&config).await;
 }
 

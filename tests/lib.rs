@@ -25,6 +25,7 @@ use std::{
 
 use common::store::{Scope, Store, StoreConfig};
 use ingest::{Application, Config};
+use notifier::{metrics::NotifierMetrics, push::PushProvider};
 use serde_json::Value;
 
 /// Which store a test runs against.
@@ -181,17 +182,37 @@ impl TestConfig {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = Config::defaults();
         config.listen = "127.0.0.1:0".into();
-        config.data_dir = dir.path().join("data");
+        config.backend.data_dir = dir.path().join("data");
         config.shutdown_grace_seconds = 1;
         if kind == StoreKind::Mongo {
-            config.mongodb_uri = Some(common::config::Secret::new(mongo_uri()));
-            config.mongodb_database = unique_db_name();
+            config.backend.mongodb_uri = Some(common::config::Secret::new(mongo_uri()));
+            config.backend.mongodb_database = unique_db_name();
         }
         Self { config, dir }
     }
 
     pub fn store_config(&self) -> StoreConfig {
-        self.config.store()
+        self.config.backend.store()
+    }
+}
+
+/// What runs in-process beside the API when the test's settings have no
+/// broker (embedded mode): a notifier worker on the in-process queue, wired
+/// as ingest's binary wires it (`ingest/src/compose.rs`), with the test's
+/// push provider and notifier settings.
+pub struct Embedded {
+    /// By default the provider the settings select (logging, without APNs
+    /// credentials).
+    pub provider: Option<Arc<dyn PushProvider>>,
+    pub notifier: notifier::Config,
+}
+
+impl Default for Embedded {
+    fn default() -> Self {
+        Self {
+            provider: None,
+            notifier: test_notifier_config(),
+        }
     }
 }
 
@@ -214,25 +235,48 @@ impl TestApp {
 
     /// Starts ingest with settings the test adjusted.
     pub async fn spawn_with(test: TestConfig) -> Self {
-        let options = ingest::Options {
-            notifier: Some(test_notifier_config()),
-            ..Default::default()
-        };
-        Self::spawn_with_options(test, options).await
+        Self::spawn_with_options(test, Embedded::default()).await
     }
 
-    /// Starts ingest with settings and embedding choices of the test's.
-    pub async fn spawn_with_options(test: TestConfig, options: ingest::Options) -> Self {
+    /// Starts ingest with settings and an embedded notifier of the test's.
+    pub async fn spawn_with_options(test: TestConfig, embedded: Embedded) -> Self {
         let TestConfig { config, dir } = test;
-        let app = Application::build_with(config.clone(), options)
+        let store = common::store::open(&config.backend.store(), config.backend.store_timeout())
+            .await
+            .expect("the store opens");
+        let mut registry = common::metrics::registry();
+        let (producer, consumer) = common::queue::open(&config.backend.queue());
+        let worker = config.backend.amqp().is_none().then(|| {
+            let provider = embedded.provider.unwrap_or_else(|| {
+                embedded
+                    .notifier
+                    .push_provider()
+                    .expect("the notifier's provider")
+            });
+            notifier::Worker::start(
+                &embedded.notifier,
+                Arc::clone(&store),
+                provider,
+                (Arc::clone(&producer), consumer),
+                NotifierMetrics::register(&mut registry),
+            )
+        });
+        let app = Application::build(config.clone(), Arc::clone(&store), producer, registry)
             .await
             .expect("ingest starts");
         let base = format!("http://{}", app.addr());
-        let store = Arc::clone(&app.state().store);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(app.run_until(async {
-            let _ = stopped.await;
-        }));
+        let server = tokio::spawn(async move {
+            let served = app
+                .run_until(async {
+                    let _ = stopped.await;
+                })
+                .await;
+            if let Some(worker) = worker {
+                worker.stop().await;
+            }
+            served
+        });
         Self {
             base,
             client: reqwest::Client::builder()
@@ -384,11 +428,32 @@ pub async fn scrape(client: &reqwest::Client, url: &str) -> openmetrics::Scrape 
     openmetrics::Scrape::parse(&response.text().await.expect("scrape body"))
 }
 
+/// Polls `check` until it gives `Some`, every 50 ms, for at most `timeout`;
+/// panics naming `what` when it never does. For conditions reached
+/// asynchronously (a job consumed, an event settled).
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Notifier settings for tests: short retry delays, no environment.
 pub fn test_notifier_config() -> notifier::Config {
     let mut config = notifier::Config::defaults();
     config.listen = "127.0.0.1:0".into();
-    config.retry_base_ms = 200;
+    config.retry_base_ms = std::num::NonZeroU64::new(200).expect("non-zero");
     config.retry_max_ms = 800;
     config.max_retries = 3;
     config.stale_claim_seconds = 2;

@@ -1,13 +1,13 @@
 //! A notify pipeline for end-to-end tests: ingest, a notifier and the
 //! recording push provider, embedded or through RabbitMQ.
 
-use std::{sync::Arc, time::Duration};
+use std::{num::NonZeroU64, sync::Arc, time::Duration};
 
-use common::queue::amqp::AmqpConfig;
+use common::queue::{RetryPolicy, amqp::AmqpConfig};
 use serde_json::{Value, json};
 
 use crate::{
-    Reply, StoreKind, TestApp, TestConfig, amqp_url, recording::RecordingProvider,
+    Embedded, Reply, StoreKind, TestApp, TestConfig, amqp_url, recording::RecordingProvider,
     test_notifier_config,
 };
 
@@ -30,11 +30,11 @@ impl Pipeline {
     /// Embedded mode: the notifier runs inside ingest.
     pub async fn embedded(kind: StoreKind) -> Self {
         let provider = Arc::new(RecordingProvider::default());
-        let options = ingest::Options {
-            push_provider: Some(provider.clone()),
-            notifier: Some(test_notifier_config()),
+        let embedded = Embedded {
+            provider: Some(provider.clone()),
+            notifier: test_notifier_config(),
         };
-        let app = TestApp::spawn_with_options(TestConfig::new(kind), options).await;
+        let app = TestApp::spawn_with_options(TestConfig::new(kind), embedded).await;
         let (key, scope) = app.new_key().await;
         Self {
             app,
@@ -52,21 +52,17 @@ impl Pipeline {
     pub async fn with_broker(kind: StoreKind, ingest_broker: Option<String>) -> Self {
         let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
         let mut test = TestConfig::new(kind);
-        test.config.amqp_url = Some(common::config::Secret::new(
+        test.config.backend.amqp_url = Some(common::config::Secret::new(
             ingest_broker.unwrap_or_else(amqp_url),
         ));
-        test.config.queue_prefix = prefix.clone();
-        test.config.relay_interval_ms = 200;
+        test.config.backend.queue_prefix = prefix.clone();
+        test.config.relay_interval_ms = NonZeroU64::new(200).expect("non-zero");
         test.config.relay_grace_ms = 300;
-        test.config.broker_timeout_ms = 1000;
+        test.config.backend.broker_timeout_ms = NonZeroU64::new(1000).expect("non-zero");
         let mut notifier_config = test_notifier_config();
-        notifier_config.amqp_url = Some(common::config::Secret::new(amqp_url()));
-        notifier_config.queue_prefix = prefix;
-        let options = ingest::Options {
-            push_provider: None,
-            notifier: Some(notifier_config.clone()),
-        };
-        let app = TestApp::spawn_with_options(test, options).await;
+        notifier_config.backend.amqp_url = Some(common::config::Secret::new(amqp_url()));
+        notifier_config.backend.queue_prefix = prefix;
+        let app = TestApp::spawn_with(test).await;
         let (key, scope) = app.new_key().await;
         let provider = Arc::new(RecordingProvider::default());
         let mut pipeline = Self {
@@ -152,7 +148,14 @@ impl Pipeline {
 /// Removes a test's queues and exchanges (named by its `queue_prefix`) from
 /// the shared broker; nothing to do without a broker.
 pub async fn delete_topology(config: &notifier::Config) {
-    let Some(amqp) = config.amqp() else { return };
+    if let Some(amqp) = config.backend.amqp() {
+        delete_queues(&amqp, &config.retry()).await;
+    }
+}
+
+/// Removes the queues and exchanges of `amqp`'s prefix, with the retry
+/// queues of `retry`'s delays.
+pub async fn delete_queues(amqp: &AmqpConfig, retry: &RetryPolicy) {
     let Ok(conn) =
         lapin::Connection::connect(&amqp.url, lapin::ConnectionProperties::default()).await
     else {
@@ -161,11 +164,10 @@ pub async fn delete_topology(config: &notifier::Config) {
     let Ok(channel) = conn.create_channel().await else {
         return;
     };
-    let names: AmqpConfig = amqp;
-    for queue in names.queues() {
+    for queue in amqp.queues(retry) {
         let _ = channel.queue_delete(queue.into(), Default::default()).await;
     }
-    for exchange in [names.exchange(), names.dead_letter_exchange()] {
+    for exchange in [amqp.exchange(), amqp.dead_letter_exchange()] {
         let _ = channel
             .exchange_delete(exchange.into(), Default::default())
             .await;

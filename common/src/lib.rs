@@ -1,6 +1,7 @@
-//! What Tocsin's ingest and notifier share: configuration loading, ids and
-//! clocks, API key secrets, telemetry, and the storage interface with its
-//! MongoDB and SQLite implementations.
+//! What Tocsin's ingest and notifier share: configuration loading (with the
+//! store and broker settings both read), ids and clocks, API key secrets,
+//! telemetry, the shutdown signal, the job queue pair and the storage
+//! interface with its MongoDB and SQLite implementations.
 
 pub mod config;
 pub mod jobs;
@@ -8,6 +9,7 @@ pub mod keys;
 pub mod metrics;
 pub mod probe;
 pub mod queue;
+pub mod shutdown;
 pub mod store;
 pub mod telemetry;
 pub mod time;

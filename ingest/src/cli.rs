@@ -1,8 +1,9 @@
-//! The command line: `ingest` (or `ingest serve`) runs the API; `ingest keys
-//! create|list|revoke` administers API keys in whichever store the
-//! configuration selects, standing in for a dashboard.
+//! The command line: `ingest` (or `ingest serve`) runs the service as the
+//! binary composes it; `ingest keys create|list|revoke` administers API keys
+//! in whichever store the configuration selects, standing in for a
+//! dashboard.
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{future::Future, path::PathBuf, process::ExitCode};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -12,7 +13,7 @@ use common::{
 };
 use uuid::Uuid;
 
-use crate::{Application, Config};
+use crate::Config;
 
 #[derive(Debug, Parser)]
 #[command(name = "ingest", version, about = "Tocsin's event ingest API")]
@@ -79,8 +80,13 @@ fn parse_name(s: &str) -> Result<String, String> {
     }
 }
 
-/// Parses the command line and runs it; the exit code says how it went.
-pub async fn main() -> ExitCode {
+/// Parses the command line and runs it, serving with `serve` (the binary's
+/// composition of the service); the exit code says how it went.
+pub async fn main<S, F>(serve: S) -> ExitCode
+where
+    S: FnOnce(Config) -> F,
+    F: Future<Output = anyhow::Result<()>>,
+{
     let cli = Cli::parse();
     let config = match Config::load(cli.config.as_deref()) {
         Ok(config) => config,
@@ -90,7 +96,10 @@ pub async fn main() -> ExitCode {
         }
     };
     let result = match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => serve(config).await,
+        Command::Serve => {
+            common::telemetry::init(config.log_format);
+            serve(config).await
+        }
         Command::Keys(command) => keys(config, command).await,
         Command::Healthcheck => config
             .listen_addr()
@@ -107,14 +116,8 @@ pub async fn main() -> ExitCode {
     }
 }
 
-async fn serve(config: Config) -> anyhow::Result<()> {
-    common::telemetry::init(config.log_format);
-    let app = Application::build(config).await?;
-    app.run_until_stopped().await
-}
-
 async fn keys(config: Config, command: KeysCommand) -> anyhow::Result<()> {
-    let store = common::store::open(&config.store(), config.store_timeout())
+    let store = common::store::open(&config.backend.store(), config.backend.store_timeout())
         .await
         .context("opening the store")?;
     match command {

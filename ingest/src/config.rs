@@ -1,45 +1,50 @@
 //! Ingest's settings: `config.default.toml` (compiled in, and the reference
 //! for every setting), an optional operator file, then environment variables.
 
-use std::{net::SocketAddr, path::PathBuf, time::Duration};
+use std::{
+    net::SocketAddr,
+    num::{NonZeroU32, NonZeroU64},
+    time::Duration,
+};
 
 use common::{
-    config::{ConfigError, Secret, Sources, load, parse_defaults},
-    store::{SqliteSync, StoreConfig},
+    config::{Backend, ConfigError, ServiceSettings, Sources, load, service_defaults},
     telemetry::LogFormat,
 };
 use serde::Deserialize;
 
 const DEFAULTS: &str = include_str!("../config.default.toml");
 
-/// Every ingest setting; each is documented in `config.default.toml`.
+/// Every ingest setting; each is documented in `config.default.toml`, and
+/// the store and broker ones, shared with the notifier, in
+/// `common/backend.default.toml`.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Config {
+    /// Where the store and the broker are (read from the same keys).
+    #[serde(skip)]
+    pub backend: Backend,
     pub listen: String,
-    pub data_dir: PathBuf,
-    pub sqlite_synchronous: SqliteSync,
-    pub mongodb_uri: Option<Secret>,
-    pub mongodb_database: String,
-    pub store_timeout_ms: u64,
-    pub amqp_url: Option<Secret>,
-    pub queue_prefix: String,
-    pub broker_timeout_ms: u64,
-    pub relay_interval_ms: u64,
+    pub relay_interval_ms: NonZeroU64,
     pub relay_grace_ms: u64,
-    pub requeue_after_seconds: u64,
-    pub rate_limit_per_minute: u32,
-    pub auth_failures_per_minute: u32,
-    pub anonymous_rate_limit_per_minute: u32,
+    pub requeue_after_seconds: NonZeroU64,
+    pub rate_limit_per_minute: NonZeroU32,
+    pub auth_failures_per_minute: NonZeroU32,
+    pub anonymous_rate_limit_per_minute: NonZeroU32,
     pub max_body_bytes: usize,
     pub max_headers: usize,
     pub max_header_bytes: usize,
-    pub header_read_timeout_ms: u64,
-    pub idle_timeout_ms: u64,
+    pub header_read_timeout_ms: NonZeroU64,
+    pub idle_timeout_ms: NonZeroU64,
     pub max_connections: usize,
     pub trust_forwarded_for: bool,
     pub shutdown_grace_seconds: u64,
     pub log_format: LogFormat,
+}
+
+impl ServiceSettings for Config {
+    fn backend_mut(&mut self) -> &mut Backend {
+        &mut self.backend
+    }
 }
 
 fn sources(file: Option<&std::path::Path>) -> Sources<'_> {
@@ -47,7 +52,7 @@ fn sources(file: Option<&std::path::Path>) -> Sources<'_> {
         defaults: DEFAULTS,
         file,
         env_prefix: "INGEST_",
-        unprefixed: &["MONGODB_URI", "MONGODB_DATABASE", "AMQP_URL"],
+        unprefixed: &[],
     }
 }
 
@@ -69,58 +74,12 @@ impl Config {
 
     /// The settings as shipped, without the environment: a base for tests.
     pub fn defaults() -> Self {
-        parse_defaults(DEFAULTS).expect("the shipped defaults are valid")
+        service_defaults(DEFAULTS).expect("the shipped defaults are valid")
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
         self.listen_addr()?;
-        let positive = [
-            ("INGEST_RATE_LIMIT_PER_MINUTE", self.rate_limit_per_minute),
-            (
-                "INGEST_AUTH_FAILURES_PER_MINUTE",
-                self.auth_failures_per_minute,
-            ),
-            (
-                "INGEST_ANONYMOUS_RATE_LIMIT_PER_MINUTE",
-                self.anonymous_rate_limit_per_minute,
-            ),
-        ];
-        for (var, value) in positive {
-            if value == 0 {
-                return Err(ConfigError::invalid(var, "must be at least 1"));
-            }
-        }
-        if self.store_timeout_ms == 0 {
-            return Err(ConfigError::invalid(
-                "INGEST_STORE_TIMEOUT_MS",
-                "must be at least 1",
-            ));
-        }
-        for (var, value) in [
-            ("INGEST_BROKER_TIMEOUT_MS", self.broker_timeout_ms),
-            ("INGEST_RELAY_INTERVAL_MS", self.relay_interval_ms),
-            ("INGEST_REQUEUE_AFTER_SECONDS", self.requeue_after_seconds),
-        ] {
-            if value == 0 {
-                return Err(ConfigError::invalid(var, "must be at least 1"));
-            }
-        }
-        if let Some(url) = self.amqp_url()
-            && !(url.starts_with("amqp://") || url.starts_with("amqps://"))
-        {
-            return Err(ConfigError::invalid(
-                "AMQP_URL",
-                "must start with amqp:// or amqps://",
-            ));
-        }
-        for (var, value) in [
-            ("INGEST_HEADER_READ_TIMEOUT_MS", self.header_read_timeout_ms),
-            ("INGEST_IDLE_TIMEOUT_MS", self.idle_timeout_ms),
-        ] {
-            if value == 0 {
-                return Err(ConfigError::invalid(var, "must be at least 1"));
-            }
-        }
+        self.backend.validate(|key| sources(None).variable(key))?;
         // Tokio's semaphore, which holds the connection slots, takes at most
         // usize::MAX >> 3 permits.
         if !(1..=1 << 24).contains(&self.max_connections) {
@@ -147,20 +106,6 @@ impl Config {
                 "must be at least 1024",
             ));
         }
-        if self.mongodb_uri().is_some() && self.mongodb_database.trim().is_empty() {
-            return Err(ConfigError::invalid(
-                "MONGODB_DATABASE",
-                "must not be empty",
-            ));
-        }
-        if let Some(uri) = self.mongodb_uri()
-            && !(uri.starts_with("mongodb://") || uri.starts_with("mongodb+srv://"))
-        {
-            return Err(ConfigError::invalid(
-                "MONGODB_URI",
-                "must start with mongodb:// or mongodb+srv://",
-            ));
-        }
         Ok(())
     }
 
@@ -174,49 +119,19 @@ impl Config {
         })
     }
 
-    /// The MongoDB URI, treating an empty value as unset.
-    fn mongodb_uri(&self) -> Option<&str> {
-        self.mongodb_uri
-            .as_ref()
-            .map(Secret::expose)
-            .filter(|u| !u.trim().is_empty())
-    }
-
-    /// The RabbitMQ URL, treating an empty value as unset.
-    pub fn amqp_url(&self) -> Option<&str> {
-        self.amqp_url
-            .as_ref()
-            .map(Secret::expose)
-            .filter(|u| !u.trim().is_empty())
-    }
-
-    /// MongoDB when a URI is set, otherwise the embedded SQLite store.
-    pub fn store(&self) -> StoreConfig {
-        match self.mongodb_uri() {
-            Some(uri) => StoreConfig::Mongo {
-                uri: uri.to_owned(),
-                database: self.mongodb_database.clone(),
-            },
-            None => StoreConfig::Sqlite {
-                path: self.data_dir.join("tocsin.sqlite3"),
-                synchronous: self.sqlite_synchronous,
-            },
-        }
-    }
-
     /// When the outbox relay looks at unsettled events.
     pub fn relay_times(&self) -> crate::outbox::RelayTimes {
         crate::outbox::RelayTimes {
             grace: Duration::from_millis(self.relay_grace_ms),
-            requeue_after: Duration::from_secs(self.requeue_after_seconds),
+            requeue_after: Duration::from_secs(self.requeue_after_seconds.get()),
         }
     }
 
     /// How the HTTP server treats connections and request heads.
     pub fn server(&self) -> crate::server::Settings {
         crate::server::Settings {
-            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
-            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms.get()),
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms.get()),
             max_connections: self.max_connections,
             // Four times our limits: requests a little over them reach the
             // middleware, which answers with the envelope; hyper answers
@@ -227,7 +142,8 @@ impl Config {
         }
     }
 
-    pub fn store_timeout(&self) -> Duration {
-        Duration::from_millis(self.store_timeout_ms)
+    /// How often the outbox relay runs.
+    pub fn relay_interval(&self) -> Duration {
+        Duration::from_millis(self.relay_interval_ms.get())
     }
 }

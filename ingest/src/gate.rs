@@ -12,15 +12,9 @@ use crate::{
     error::{ApiError, rendered},
     rate_limit::Decision,
     request_id::RequestId,
+    routes::{self, Access},
     state::AppState,
 };
-
-/// Paths under this prefix need an API key.
-const API_PREFIX: &str = "/v1";
-
-fn needs_key(path: &str) -> bool {
-    path == API_PREFIX || path.starts_with("/v1/")
-}
 
 /// The client's address: the socket peer, or the first `X-Forwarded-For`
 /// entry when the operator said a trusted proxy sets it.
@@ -47,7 +41,7 @@ pub async fn gate<E: Endpoint>(
     let addr = client_addr(&req, state.config.trust_forwarded_for);
     let limits = &state.rate_limits;
 
-    let anonymous = !needs_key(req.uri().path());
+    let anonymous = routes::access(req.uri().path()) == Access::Anonymous;
     let decision = if anonymous {
         limits.check_anonymous(addr)
     } else if let Some(Decision::Limited {

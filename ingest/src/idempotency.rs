@@ -26,6 +26,7 @@ use crate::{
     auth::AuthContext,
     error::{ApiError, rendered},
     request_id::RequestId,
+    routes,
     state::AppState,
 };
 
@@ -109,7 +110,7 @@ pub async fn idempotency<E: Endpoint + 'static>(
     state: Arc<AppState>,
 ) -> poem::Result<Response> {
     let request_id = RequestId::of(&req);
-    if req.method() != Method::POST {
+    if !routes::is_idempotent(req.method(), req.uri().path()) {
         return Ok(rendered(
             ep.call(req).await.map(IntoResponse::into_response),
             request_id,

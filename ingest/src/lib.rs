@@ -22,6 +22,7 @@ pub mod openapi;
 pub mod outbox;
 pub mod rate_limit;
 pub mod request_id;
+pub mod routes;
 pub mod server;
 pub mod startup;
 pub mod state;
@@ -29,4 +30,4 @@ pub mod types;
 pub mod validation;
 
 pub use config::Config;
-pub use startup::{Application, Options};
+pub use startup::Application;

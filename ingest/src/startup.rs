@@ -1,6 +1,8 @@
-//! Building and running the service: `Application::build` opens the store and
-//! binds the listener (so tests can ask for port 0 and read the real port),
-//! `run_until_stopped` serves until a shutdown signal.
+//! Building and running the API: `Application::build` takes the store, the
+//! queue's producer and the metrics registry it is given (the binary's
+//! composition root, `main.rs`, makes them), starts the outbox relay and
+//! binds the listener (so tests can ask for port 0 and read the real port);
+//! `run_until` serves until a shutdown signal.
 
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
@@ -13,15 +15,7 @@ use poem::{
 };
 use serde_json::Value;
 
-use common::{
-    metrics::Registry,
-    queue::{
-        JobQueue,
-        amqp::{AmqpConfig, AmqpQueue},
-    },
-    store::StoreConfig,
-};
-use notifier::{metrics::NotifierMetrics, push::PushProvider, worker::Inbox};
+use common::{metrics::Registry, queue::JobQueue, store::Store};
 use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
 
 use crate::{
@@ -41,17 +35,6 @@ use crate::{
     validation::SchemaValidators,
 };
 
-/// Choices made by the embedder rather than by configuration.
-#[derive(Default)]
-pub struct Options {
-    /// The push provider of the embedded notifier; by default the one the
-    /// notifier's settings select (APNs, or logging without credentials).
-    pub push_provider: Option<Arc<dyn PushProvider>>,
-    /// The embedded notifier's settings; by default read from the
-    /// environment like the standalone notifier's.
-    pub notifier: Option<notifier::Config>,
-}
-
 /// A bound, ready-to-serve ingest.
 pub struct Application {
     listener: TcpListener,
@@ -59,92 +42,34 @@ pub struct Application {
     state: Arc<AppState>,
     app: poem::endpoint::BoxEndpoint<'static, poem::Response>,
     stop: watch::Sender<bool>,
-    background: Vec<JoinHandle<()>>,
+    relay: JoinHandle<()>,
 }
 
 impl Application {
-    /// Opens the store (creating indexes or tables) and binds the listener.
-    pub async fn build(config: Config) -> anyhow::Result<Self> {
-        Self::build_with(config, Options::default()).await
-    }
-
-    /// Like [`Application::build`], with the embedder's choices.
-    pub async fn build_with(config: Config, options: Options) -> anyhow::Result<Self> {
+    /// Registers ingest's metrics in `registry` (served at `/metrics`, with
+    /// whatever else the caller registered there), starts the outbox relay
+    /// on `queue`, and binds the listener.
+    pub async fn build(
+        config: Config,
+        store: Arc<dyn Store>,
+        queue: Arc<dyn JobQueue>,
+        mut registry: Registry,
+    ) -> anyhow::Result<Self> {
         let addr = config.listen_addr()?;
-        let store_config = config.store();
-        let store = common::store::open(&store_config, config.store_timeout())
-            .await
-            .context("opening the store")?;
-        // Where things go, without the connection strings (credentials).
-        match &store_config {
-            StoreConfig::Mongo { database, .. } => {
-                tracing::info!(store = "mongodb", database = %database, "store opened");
-            }
-            StoreConfig::Sqlite { path, .. } => {
-                tracing::info!(store = "sqlite", path = %path.display(), "store opened");
-            }
-        }
-        let (stop, stopped) = watch::channel(false);
-        let mut background = Vec::new();
-        let mut registry = common::metrics::registry();
         let metrics = IngestMetrics::register(&mut registry);
-        let queue: Arc<dyn JobQueue> = match config.amqp_url() {
-            Some(url) => {
-                tracing::info!(prefix = %config.queue_prefix, "notify jobs go to RabbitMQ");
-                Arc::new(AmqpQueue::new(AmqpConfig {
-                    url: url.to_owned(),
-                    prefix: config.queue_prefix.clone(),
-                    timeout: Duration::from_millis(config.broker_timeout_ms),
-                    retry: options.notifier.as_ref().map_or_else(
-                        || notifier::Config::defaults().retry(),
-                        notifier::Config::retry,
-                    ),
-                }))
-            }
-            None => {
-                let notifier_config = match options.notifier {
-                    Some(c) => c,
-                    None => notifier::Config::load(None)?,
-                };
-                let provider = match options.push_provider {
-                    Some(p) => p,
-                    None => notifier_config.push_provider()?,
-                };
-                let (local, rx) = common::queue::local::channel();
-                let local: Arc<dyn JobQueue> = Arc::new(local);
-                let deliverer = notifier::deliverer(
-                    &notifier_config,
-                    Arc::clone(&store),
-                    provider,
-                    Arc::clone(&local),
-                    // One process, one /metrics: the embedded notifier's
-                    // counters are served with ingest's.
-                    NotifierMetrics::register(&mut registry),
-                );
-                background.push(notifier::spawn(
-                    &notifier_config,
-                    deliverer,
-                    Inbox::Unbounded(rx),
-                    stopped.clone(),
-                ));
-                tracing::info!("embedded mode: notifications go through an in-process queue");
-                local
-            }
-        };
+        let (stop, stopped) = watch::channel(false);
         let outbox = Arc::new(Outbox::new(
             Arc::clone(&store),
             Arc::clone(&queue),
             metrics.clone(),
             config.relay_times(),
         ));
-        if config.amqp_url().is_none() {
-            // Nothing survives in an in-process queue: whatever a previous
-            // run left unfinished is queued again, the whole backlog.
+        if !queue.is_durable() {
+            // Nothing survives in this queue: whatever a previous run left
+            // unfinished is queued again, the whole backlog.
             outbox.recover().await;
         }
-        background.push(tokio::spawn(
-            Arc::clone(&outbox).run_relay(Duration::from_millis(config.relay_interval_ms), stopped),
-        ));
+        let relay = tokio::spawn(Arc::clone(&outbox).run_relay(config.relay_interval(), stopped));
         let state = Arc::new(AppState::new(config, store, outbox, metrics));
         let app = routes(Arc::clone(&state), Arc::new(registry))?;
         let listener = TcpListener::bind(addr)
@@ -159,7 +84,7 @@ impl Application {
             state,
             app,
             stop,
-            background,
+            relay,
         })
     }
 
@@ -190,18 +115,10 @@ impl Application {
         .await;
         sweeper.abort();
         // Requests are done (or out of time): the relay flushes what they
-        // left pending and stops, the embedded notifier finishes the jobs in
-        // hand.
+        // left pending and stops.
         let _ = self.stop.send(true);
-        for task in self.background {
-            let _ = task.await;
-        }
+        let _ = self.relay.await;
         Ok(())
-    }
-
-    /// Serves until SIGTERM or Ctrl-C.
-    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
-        self.run_until(shutdown_signal()).await
     }
 }
 
@@ -288,26 +205,4 @@ async fn sweep_rate_limits(state: Arc<AppState>) {
         tick.tick().await;
         state.rate_limits.forget_idle();
     }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
-    tracing::info!("shutdown signal received");
 }

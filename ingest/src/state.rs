@@ -22,9 +22,9 @@ impl AppState {
         metrics: IngestMetrics,
     ) -> Self {
         let rate_limits = RateLimits::new(
-            config.rate_limit_per_minute,
-            config.auth_failures_per_minute,
-            config.anonymous_rate_limit_per_minute,
+            config.rate_limit_per_minute.get(),
+            config.auth_failures_per_minute.get(),
+            config.anonymous_rate_limit_per_minute.get(),
         );
         Self {
             config,

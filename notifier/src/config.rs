@@ -2,12 +2,17 @@
 //! reference for every setting), an optional operator file, then environment
 //! variables.
 
-use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+use std::{
+    net::SocketAddr,
+    num::{NonZeroU16, NonZeroU64, NonZeroUsize},
+    path::PathBuf,
+    sync::Arc,
+    time::Duration,
+};
 
 use common::{
-    config::{ConfigError, Secret, Sources, load, parse_defaults},
-    queue::{RetryPolicy, amqp::AmqpConfig},
-    store::{SqliteSync, StoreConfig},
+    config::{Backend, ConfigError, ServiceSettings, Sources, load, service_defaults},
+    queue::{ConsumeSettings, RetryPolicy},
     telemetry::LogFormat,
 };
 use serde::Deserialize;
@@ -20,22 +25,18 @@ use crate::push::{
 
 const DEFAULTS: &str = include_str!("../config.default.toml");
 
-/// Every notifier setting; each is documented in `config.default.toml`.
+/// Every notifier setting; each is documented in `config.default.toml`, and
+/// the store and broker ones, shared with ingest, in
+/// `common/backend.default.toml`.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Config {
+    /// Where the store and the broker are (read from the same keys).
+    #[serde(skip)]
+    pub backend: Backend,
     pub listen: String,
-    pub amqp_url: Option<Secret>,
-    pub queue_prefix: String,
-    pub mongodb_uri: Option<Secret>,
-    pub mongodb_database: String,
-    pub data_dir: PathBuf,
-    pub sqlite_synchronous: SqliteSync,
-    pub store_timeout_ms: u64,
-    pub broker_timeout_ms: u64,
-    pub prefetch: u16,
-    pub concurrency: usize,
-    pub retry_base_ms: u64,
+    pub prefetch: NonZeroU16,
+    pub concurrency: NonZeroUsize,
+    pub retry_base_ms: NonZeroU64,
     pub retry_max_ms: u64,
     pub max_retries: u32,
     pub stale_claim_seconds: u64,
@@ -46,10 +47,10 @@ pub struct Config {
     pub log_format: LogFormat,
 }
 
-fn non_empty(s: &Option<Secret>) -> Option<&str> {
-    s.as_ref()
-        .map(Secret::expose)
-        .filter(|v| !v.trim().is_empty())
+impl ServiceSettings for Config {
+    fn backend_mut(&mut self) -> &mut Backend {
+        &mut self.backend
+    }
 }
 
 fn sources(file: Option<&std::path::Path>) -> Sources<'_> {
@@ -57,15 +58,7 @@ fn sources(file: Option<&std::path::Path>) -> Sources<'_> {
         defaults: DEFAULTS,
         file,
         env_prefix: "NOTIFIER_",
-        unprefixed: &[
-            "AMQP_URL",
-            "MONGODB_URI",
-            "MONGODB_DATABASE",
-            "APNS_KEY_PATH",
-            "APNS_KEY_ID",
-            "APNS_TEAM_ID",
-            "APNS_TOPIC",
-        ],
+        unprefixed: &["APNS_KEY_PATH", "APNS_KEY_ID", "APNS_TEAM_ID", "APNS_TOPIC"],
     }
 }
 
@@ -115,40 +108,22 @@ impl Config {
 
     /// The settings as shipped, without the environment: a base for tests.
     pub fn defaults() -> Self {
-        parse_defaults(DEFAULTS).expect("the shipped defaults are valid")
+        service_defaults(DEFAULTS).expect("the shipped defaults are valid")
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
         self.listen_addr()?;
-        for (var, value) in [
-            ("NOTIFIER_PREFETCH", u64::from(self.prefetch)),
-            ("NOTIFIER_CONCURRENCY", self.concurrency as u64),
-            ("NOTIFIER_RETRY_BASE_MS", self.retry_base_ms),
-            ("NOTIFIER_STORE_TIMEOUT_MS", self.store_timeout_ms),
-            ("NOTIFIER_BROKER_TIMEOUT_MS", self.broker_timeout_ms),
-        ] {
-            if value == 0 {
-                return Err(ConfigError::invalid(var, "must be at least 1"));
-            }
-        }
+        self.backend.validate(|key| sources(None).variable(key))?;
         if self.stale_claim_seconds < 2 {
             return Err(ConfigError::invalid(
                 "NOTIFIER_STALE_CLAIM_SECONDS",
                 "must be at least 2 (a push gets half of it)",
             ));
         }
-        if self.retry_max_ms < self.retry_base_ms {
+        if self.retry_max_ms < self.retry_base_ms.get() {
             return Err(ConfigError::invalid(
                 "NOTIFIER_RETRY_MAX_MS",
                 "must be at least NOTIFIER_RETRY_BASE_MS",
-            ));
-        }
-        if let Some(url) = non_empty(&self.amqp_url)
-            && !(url.starts_with("amqp://") || url.starts_with("amqps://"))
-        {
-            return Err(ConfigError::invalid(
-                "AMQP_URL",
-                "must start with amqp:// or amqps://",
             ));
         }
         self.apns()?;
@@ -157,33 +132,23 @@ impl Config {
 
     pub fn retry(&self) -> RetryPolicy {
         RetryPolicy {
-            base: Duration::from_millis(self.retry_base_ms),
+            base: Duration::from_millis(self.retry_base_ms.get()),
             max: Duration::from_millis(self.retry_max_ms),
             max_retries: self.max_retries,
         }
     }
 
-    /// The broker settings, when a broker is configured.
-    pub fn amqp(&self) -> Option<AmqpConfig> {
-        non_empty(&self.amqp_url).map(|url| AmqpConfig {
-            url: url.to_owned(),
-            prefix: self.queue_prefix.clone(),
-            timeout: Duration::from_millis(self.broker_timeout_ms),
+    /// How the worker takes jobs from the queue.
+    pub fn consume(&self) -> ConsumeSettings {
+        ConsumeSettings {
+            prefetch: self.prefetch,
             retry: self.retry(),
-        })
+        }
     }
 
-    pub fn store(&self) -> StoreConfig {
-        match non_empty(&self.mongodb_uri) {
-            Some(uri) => StoreConfig::Mongo {
-                uri: uri.to_owned(),
-                database: self.mongodb_database.clone(),
-            },
-            None => StoreConfig::Sqlite {
-                path: self.data_dir.join("tocsin.sqlite3"),
-                synchronous: self.sqlite_synchronous,
-            },
-        }
+    /// The lease a worker holds on a delivery it claimed.
+    pub fn lease(&self) -> Duration {
+        Duration::from_secs(self.stale_claim_seconds)
     }
 
     /// The APNs credentials: all four settings, or none.

@@ -2,16 +2,10 @@
 //! (the process is up) and `/readyz` (consuming from the broker and the
 //! store answers), for orchestrators and the image's health check.
 
-use std::{
-    net::SocketAddr,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-};
+use std::{net::SocketAddr, sync::Arc};
 
 use anyhow::Context as _;
-use common::{metrics::Registry, store::Store};
+use common::{metrics::Registry, queue::Readiness, store::Store};
 use poem::{
     EndpointExt as _, IntoResponse, Response, Route, Server, get, handler,
     http::{StatusCode, header},
@@ -25,7 +19,7 @@ pub struct Probe {
     pub registry: Arc<Registry>,
     pub store: Arc<dyn Store>,
     /// True while a consumer is attached to the notify queue.
-    pub consuming: Arc<AtomicBool>,
+    pub consuming: Readiness,
 }
 
 /// A bound listener: the port is known before serving starts (tests ask
@@ -82,7 +76,7 @@ fn healthz() -> &'static str {
 
 #[handler]
 async fn readyz(probe: Data<&Probe>) -> Response {
-    if !probe.consuming.load(Ordering::Relaxed) {
+    if !probe.consuming.is_ready() {
         return "not consuming: the broker is not reachable"
             .with_status(StatusCode::SERVICE_UNAVAILABLE)
             .into_response();

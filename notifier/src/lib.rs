@@ -1,10 +1,12 @@
 //! Tocsin notifier: consumes notify jobs, sends one push per connected
 //! device, records each delivery, retries what can be retried.
 //!
-//! [`worker`] is the consume loop, [`deliver`] what one job does, [`push`]
-//! the providers, [`metrics`] what is counted and [`http`] the port that
-//! serves it with the health checks. The same code runs as the `notifier` binary (RabbitMQ) and
-//! inside ingest in embedded mode (in-process queue), see [`spawn`].
+//! A job goes: the queue's consumer ([`common::queue::JobConsumer`]) →
+//! [`worker`] (the consume loop) → [`deliver`] (what one job does) → a
+//! provider in [`push`]. [`metrics`] is what is counted and [`http`] the port
+//! that serves it with the health checks. [`Worker`] runs that chain on any
+//! queue pair: the `notifier` binary's RabbitMQ one ([`start`]), or the
+//! in-process one that ingest's binary wires in embedded mode.
 
 pub mod config;
 pub mod deliver;
@@ -13,18 +15,14 @@ pub mod metrics;
 pub mod push;
 pub mod worker;
 
-use std::{
-    net::SocketAddr,
-    sync::{Arc, atomic::AtomicBool},
-    time::Duration,
-};
+use std::{net::SocketAddr, sync::Arc};
 
 use common::{
-    queue::{JobQueue, amqp::AmqpQueue},
+    queue::{self, JobConsumer, JobQueue, QueueConfig, Readiness},
     store::Store,
 };
 use tokio::{
-    sync::{mpsc, oneshot, watch},
+    sync::{oneshot, watch},
     task::JoinHandle,
 };
 
@@ -32,10 +30,9 @@ pub use config::Config;
 use deliver::Deliverer;
 use metrics::NotifierMetrics;
 use push::PushProvider;
-use worker::Inbox;
 
 /// Builds the delivery logic from settings and shared parts.
-pub fn deliverer(
+fn deliverer(
     config: &Config,
     store: Arc<dyn Store>,
     provider: Arc<dyn PushProvider>,
@@ -47,28 +44,65 @@ pub fn deliverer(
         provider,
         queue,
         retry: config.retry(),
-        lease: Duration::from_secs(config.stale_claim_seconds),
+        lease: config.lease(),
         clock: common::time::Clock::System,
         metrics,
     })
 }
 
-/// Runs a worker on `inbox` until `stop` turns true.
-pub fn spawn(
-    config: &Config,
-    deliverer: Arc<Deliverer>,
-    inbox: Inbox,
-    stop: watch::Receiver<bool>,
-) -> JoinHandle<()> {
-    tokio::spawn(worker::run(deliverer, inbox, config.concurrency, stop))
+/// A worker consuming one end of a queue pair and publishing its retries
+/// through the other.
+pub struct Worker {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+    readiness: Readiness,
 }
 
-/// A notifier consuming from RabbitMQ: the consumer task, the worker, and
-/// the metrics and health port.
+impl Worker {
+    /// Starts `consumer` with the configured prefetch and retry delays and
+    /// runs jobs from it, pushing through `provider`; retries are published
+    /// through `queue`, the producer of the consumer's pair.
+    pub fn start(
+        config: &Config,
+        store: Arc<dyn Store>,
+        provider: Arc<dyn PushProvider>,
+        (queue, mut consumer): (Arc<dyn JobQueue>, Box<dyn JobConsumer>),
+        metrics: NotifierMetrics,
+    ) -> Self {
+        let deliverer = deliverer(config, store, provider, queue, metrics);
+        consumer.start(config.consume());
+        let readiness = consumer.readiness();
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(worker::run(
+            deliverer,
+            consumer,
+            config.concurrency,
+            stopped,
+        ));
+        Self {
+            stop,
+            task,
+            readiness,
+        }
+    }
+
+    /// Whether the consumer is taking jobs now.
+    pub fn readiness(&self) -> Readiness {
+        self.readiness.clone()
+    }
+
+    /// Stops consuming, gives back jobs not started, finishes the ones in
+    /// hand, and closes the consumer.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// A notifier consuming from RabbitMQ: the worker, and the metrics and
+/// health port.
 pub struct Running {
-    stop: watch::Sender<bool>,
-    consumer: JoinHandle<()>,
-    worker: JoinHandle<()>,
+    worker: Worker,
     http: JoinHandle<()>,
     http_stop: oneshot::Sender<()>,
     http_addr: SocketAddr,
@@ -80,13 +114,10 @@ impl Running {
         self.http_addr
     }
 
-    /// Stops consuming, gives back jobs not started, finishes the ones in
-    /// hand, and closes the connection. The metrics port closes last, so
-    /// the final counts can be scraped until then.
+    /// Stops the worker and closes the connection. The metrics port closes
+    /// last, so the final counts can be scraped until then.
     pub async fn shutdown(self) {
-        let _ = self.stop.send(true);
-        let _ = self.worker.await;
-        let _ = self.consumer.await;
+        self.worker.stop().await;
         let _ = self.http_stop.send(());
         let _ = self.http.await;
     }
@@ -101,6 +132,7 @@ pub async fn start(
     provider: Arc<dyn PushProvider>,
 ) -> anyhow::Result<Running> {
     let amqp = config
+        .backend
         .amqp()
         .ok_or_else(|| anyhow::anyhow!("AMQP_URL is required to run the notifier"))?;
     let bound = http::bind(config.listen_addr()?).await?;
@@ -108,32 +140,18 @@ pub async fn start(
     tracing::info!(addr = %http_addr, "metrics and health endpoints listening");
     let mut registry = common::metrics::registry();
     let metrics = NotifierMetrics::register(&mut registry);
-    let consuming = Arc::new(AtomicBool::new(false));
+    let pair = queue::open(&QueueConfig::Amqp(amqp));
+    let worker = Worker::start(config, Arc::clone(&store), provider, pair, metrics);
     let probe = http::Probe {
         registry: Arc::new(registry),
-        store: Arc::clone(&store),
-        consuming: Arc::clone(&consuming),
+        store,
+        consuming: worker.readiness(),
     };
-
-    let queue: Arc<dyn JobQueue> = Arc::new(AmqpQueue::new(amqp.clone()));
-    let deliverer = deliverer(config, store, provider, queue, metrics);
-    let (stop, stopped) = watch::channel(false);
-    let (tx, rx) = mpsc::channel(usize::from(config.prefetch).max(1));
-    let consumer = tokio::spawn(common::queue::amqp::consume(
-        amqp,
-        config.prefetch,
-        tx,
-        consuming,
-        stopped.clone(),
-    ));
-    let worker = spawn(config, deliverer, Inbox::Bounded(rx), stopped);
     let (http_stop, http_stopped) = oneshot::channel();
     let http = tokio::spawn(http::serve(bound, probe, async move {
         let _ = http_stopped.await;
     }));
     Ok(Running {
-        stop,
-        consumer,
         worker,
         http,
         http_stop,

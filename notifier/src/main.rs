@@ -64,32 +64,14 @@ async fn main() -> ExitCode {
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
-    let store = common::store::open(
-        &config.store(),
-        std::time::Duration::from_millis(config.store_timeout_ms),
-    )
-    .await?;
+    let store =
+        common::store::open(&config.backend.store(), config.backend.store_timeout()).await?;
     let provider = config.push_provider()?;
     let running = notifier::start(&config, store, provider).await?;
     tracing::info!("notifier started");
-    shutdown_signal().await;
+    common::shutdown::signal().await;
     tracing::info!("stopping: finishing the jobs in hand");
     running.shutdown().await;
     tracing::info!("notifier stopped");
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {},
-        () = term => {},
-    }
 }

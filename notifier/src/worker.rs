@@ -3,15 +3,15 @@
 //! (ack, dead-letter, or requeue). On stop it takes nothing new, gives back
 //! the jobs it had not started, and waits for the ones in hand.
 
-use std::{sync::Arc, time::Duration};
+use std::{num::NonZeroUsize, sync::Arc, time::Duration};
 
 use common::{
     jobs::{Job, NotifyJob},
-    queue::Received,
+    queue::{JobConsumer, Received},
     store::NotificationState,
 };
 use tokio::{
-    sync::{Semaphore, mpsc, watch},
+    sync::{Semaphore, watch},
     task::JoinSet,
 };
 use tracing::Instrument as _;
@@ -21,44 +21,15 @@ use crate::{
     metrics::{DeadLetterLabels, RetryLabels},
 };
 
-/// Where received jobs come from: RabbitMQ's consumer task (bounded by the
-/// prefetch) or the embedded mode's in-process queue.
-pub enum Inbox {
-    Bounded(mpsc::Receiver<Received>),
-    Unbounded(mpsc::UnboundedReceiver<Received>),
-}
-
-impl Inbox {
-    async fn recv(&mut self) -> Option<Received> {
-        match self {
-            Self::Bounded(rx) => rx.recv().await,
-            Self::Unbounded(rx) => rx.recv().await,
-        }
-    }
-
-    fn try_recv(&mut self) -> Option<Received> {
-        match self {
-            Self::Bounded(rx) => rx.try_recv().ok(),
-            Self::Unbounded(rx) => rx.try_recv().ok(),
-        }
-    }
-
-    fn close(&mut self) {
-        match self {
-            Self::Bounded(rx) => rx.close(),
-            Self::Unbounded(rx) => rx.close(),
-        }
-    }
-}
-
-/// Runs jobs from `inbox` until it closes or `stop` turns true.
+/// Runs jobs from `consumer` until it runs dry or `stop` turns true, then
+/// closes it.
 pub async fn run(
     deliverer: Arc<Deliverer>,
-    mut inbox: Inbox,
-    concurrency: usize,
+    mut consumer: Box<dyn JobConsumer>,
+    concurrency: NonZeroUsize,
     mut stop: watch::Receiver<bool>,
 ) {
-    let permits = Arc::new(Semaphore::new(concurrency.max(1)));
+    let permits = Arc::new(Semaphore::new(concurrency.get()));
     let mut tasks = JoinSet::new();
     loop {
         if *stop.borrow() {
@@ -71,7 +42,7 @@ pub async fn run(
                 let Ok(permit) = permit else { break };
                 let received = tokio::select! {
                     _ = stop.changed() => break,
-                    received = inbox.recv() => received,
+                    received = consumer.next() => received,
                 };
                 let Some(received) = received else { break };
                 let deliverer = Arc::clone(&deliverer);
@@ -83,16 +54,16 @@ pub async fn run(
         }
     }
     // Stopping: what was prefetched but not started goes back to the queue.
-    inbox.close();
-    let mut returned = 0;
-    while let Some(received) = inbox.try_recv() {
+    let left = consumer.stop().await;
+    let returned = left.len();
+    for received in left {
         if let Err(e) = received.acker.requeue().await {
             tracing::warn!(error = %e, "could not give a job back; the broker will redeliver it");
         }
-        returned += 1;
     }
     let in_hand = tasks.len();
     while tasks.join_next().await.is_some() {}
+    consumer.close().await;
     tracing::info!(returned, finished = in_hand, "worker stopped");
 }
 

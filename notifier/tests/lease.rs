@@ -27,7 +27,7 @@ use notifier::{
     deliver::Deliverer,
     metrics::NotifierMetrics,
     push::{Push, PushOutcome, PushProvider},
-    worker::{self, Inbox},
+    worker,
 };
 use serde_json::Map;
 use tokio::sync::watch;
@@ -130,7 +130,7 @@ async fn world(script: Vec<Answer>) -> World {
         script: Mutex::new(script.into()),
         sent: Mutex::new(Vec::new()),
     });
-    let (queue, rx) = local::channel();
+    let (queue, consumer) = local::open();
     let queue: Arc<dyn JobQueue> = Arc::new(queue);
     let mut registry = common::metrics::registry();
     let metrics = NotifierMetrics::register(&mut registry);
@@ -144,7 +144,13 @@ async fn world(script: Vec<Answer>) -> World {
         metrics: metrics.clone(),
     });
     let (stop, stopped) = watch::channel(false);
-    tokio::spawn(worker::run(deliverer, Inbox::Unbounded(rx), 4, stopped));
+    let concurrency = std::num::NonZeroUsize::new(4).expect("non-zero");
+    tokio::spawn(worker::run(
+        deliverer,
+        Box::new(consumer),
+        concurrency,
+        stopped,
+    ));
     World {
         store,
         queue,

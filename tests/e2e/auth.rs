@@ -84,7 +84,7 @@ async fn public_routes_need_no_key(kind: StoreKind) {
 
 async fn failed_authentication_is_limited_per_address(kind: StoreKind) {
     let mut test = TestConfig::new(kind);
-    test.config.auth_failures_per_minute = 5;
+    test.config.auth_failures_per_minute = 5.try_into().expect("non-zero");
     let app = TestApp::spawn_with(test).await;
     let (key, _) = app.new_key().await;
     let wrong = format!("Bearer {}", common::keys::generate_secret());

@@ -22,8 +22,8 @@ async fn spawn(
     max_connections: usize,
 ) -> TestApp {
     let mut test = TestConfig::new(StoreKind::Sqlite);
-    test.config.header_read_timeout_ms = header_read_timeout_ms;
-    test.config.idle_timeout_ms = idle_timeout_ms;
+    test.config.header_read_timeout_ms = header_read_timeout_ms.try_into().expect("non-zero");
+    test.config.idle_timeout_ms = idle_timeout_ms.try_into().expect("non-zero");
     test.config.max_connections = max_connections;
     TestApp::spawn_with(test).await
 }

@@ -104,11 +104,11 @@ async fn app_behind_proxy() -> (TestApp, Proxy) {
         .expect("an address");
     let proxy = Proxy::start(upstream).await;
     let mut test = TestConfig::new(StoreKind::Mongo);
-    test.config.mongodb_uri = Some(common::config::Secret::new(format!(
+    test.config.backend.mongodb_uri = Some(common::config::Secret::new(format!(
         "mongodb://{}/?directConnection=true",
         proxy.addr()
     )));
-    test.config.store_timeout_ms = 1000;
+    test.config.backend.store_timeout_ms = 1000.try_into().expect("non-zero");
     let app = TestApp::spawn_with(test).await;
     (app, proxy)
 }

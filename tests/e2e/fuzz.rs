@@ -41,8 +41,8 @@ async fn schemathesis_finds_nothing() {
     // authentications a minute the address would be locked out, and every
     // later request answered 429, which the checks accept: the run would
     // test nothing. The routes without a key are raised for the same reason.
-    test.config.auth_failures_per_minute = 1_000_000;
-    test.config.anonymous_rate_limit_per_minute = 1_000_000;
+    test.config.auth_failures_per_minute = 1_000_000.try_into().expect("non-zero");
+    test.config.anonymous_rate_limit_per_minute = 1_000_000.try_into().expect("non-zero");
     let app = TestApp::spawn_with(test).await;
     // Likewise the key's own quota (`ingest keys create --rate-limit`).
     let key = app.create_key("acme", "fuzz", Some(1_000_000)).await;

@@ -236,7 +236,7 @@ fn top_level_keys(line: &str) -> Vec<String> {
 /// Removes the test's queues and exchanges from the shared broker.
 async fn delete_topology(prefix: &str) {
     let mut config = notifier::Config::defaults();
-    config.amqp_url = Some(common::config::Secret::new(amqp_url()));
-    config.queue_prefix = prefix.to_owned();
+    config.backend.amqp_url = Some(common::config::Secret::new(amqp_url()));
+    config.backend.queue_prefix = prefix.to_owned();
     tocsin_tests::pipeline::delete_topology(&config).await;
 }

@@ -17,6 +17,7 @@ mod metrics;
 mod notify;
 mod openapi;
 mod protocol;
+mod queue_contract;
 mod rate_limit;
 mod recovery;
 mod shutdown;

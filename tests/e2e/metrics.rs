@@ -281,9 +281,9 @@ async fn the_notifier_is_ready_only_while_it_consumes_from_the_broker() {
         .await
         .expect("store opens");
     let mut config = tocsin_tests::test_notifier_config();
-    config.amqp_url = Some(common::config::Secret::new(through_proxy));
-    config.queue_prefix = format!("t{}", uuid::Uuid::new_v4().simple());
-    config.broker_timeout_ms = 500;
+    config.backend.amqp_url = Some(common::config::Secret::new(through_proxy));
+    config.backend.queue_prefix = format!("t{}", uuid::Uuid::new_v4().simple());
+    config.backend.broker_timeout_ms = 500.try_into().expect("non-zero");
     let provider = std::sync::Arc::new(tocsin_tests::recording::RecordingProvider::default());
     let running = notifier::start(&config, store, provider)
         .await

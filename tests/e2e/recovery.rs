@@ -10,7 +10,7 @@ use chrono::Duration as Age;
 use common::store::{ApnsEnvironment, DeviceRegistration, Event, NotificationState, Scope, Store};
 use serde_json::json;
 use tocsin_tests::{
-    Reply, StoreKind, TestApp, TestConfig, for_each_store, pending_event,
+    Embedded, Reply, StoreKind, TestApp, TestConfig, for_each_store, pending_event,
     pipeline::{Pipeline, WAIT, token},
     recording::RecordingProvider,
     test_notifier_config,
@@ -82,9 +82,9 @@ async fn wait_settled(store: &dyn Store, scope: &Scope, ids: &[Uuid]) -> Vec<Eve
 async fn embedded_with(test: TestConfig, provider: Arc<RecordingProvider>) -> TestApp {
     TestApp::spawn_with_options(
         test,
-        ingest::Options {
-            push_provider: Some(provider),
-            notifier: Some(test_notifier_config()),
+        Embedded {
+            provider: Some(provider),
+            notifier: test_notifier_config(),
         },
     )
     .await
@@ -267,7 +267,7 @@ async fn a_poison_job_is_dead_lettered_after_bounded_retries() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_timeout_after_the_insert_committed_never_makes_a_duplicate() {
     let mut test = TestConfig::new(StoreKind::Sqlite);
-    test.config.store_timeout_ms = 300;
+    test.config.backend.store_timeout_ms = 300.try_into().expect("non-zero");
     let path = match test.store_config() {
         common::store::StoreConfig::Sqlite { path, .. } => path,
         other => panic!("sqlite expected, got {other:?}"),

@@ -131,8 +131,8 @@ async fn sigterm_finishes_requests_in_flight_flushes_the_outbox_and_exits_zero()
         assert_eq!(stored.notification, NotificationState::Queued, "{event}");
     }
     let mut config = notifier::Config::defaults();
-    config.amqp_url = Some(common::config::Secret::new(amqp_url()));
-    config.queue_prefix = prefix;
+    config.backend.amqp_url = Some(common::config::Secret::new(amqp_url()));
+    config.backend.queue_prefix = prefix;
     assert_eq!(queued_jobs(&config).await, 2);
     tocsin_tests::pipeline::delete_topology(&config).await;
 }
@@ -157,7 +157,7 @@ async fn half_sent(addr: &str, key: &str, body: &str, sent: &str) -> tokio::net:
 
 /// How many messages wait on the test's notify queue.
 async fn queued_jobs(config: &notifier::Config) -> u32 {
-    let amqp = config.amqp().expect("broker configured");
+    let amqp = config.backend.amqp().expect("broker configured");
     let conn = lapin::Connection::connect(&amqp.url, lapin::ConnectionProperties::default())
         .await
         .expect("broker");

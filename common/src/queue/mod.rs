@@ -1,17 +1,54 @@
-//! The job queue between ingest and the notifier, behind one interface with
-//! two implementations: RabbitMQ (durable quorum queue, persistent messages,
-//! publisher confirms, delayed retry queues, a dead-letter queue) and an
-//! in-process queue for the embedded single-binary mode.
+//! The job queue between ingest and the notifier, as a symmetric pair: a
+//! producer ([`JobQueue`]) that ingest publishes notify jobs to, and a
+//! consumer ([`JobConsumer`]) the notifier's worker takes them from. [`open`]
+//! makes the pair for either implementation: RabbitMQ ([`amqp`]: a durable
+//! quorum queue, persistent messages, publisher confirms, delayed retry
+//! queues, a dead-letter queue) or the in-process queue of the embedded
+//! single-binary mode ([`local`]).
 
 pub mod amqp;
 pub mod local;
 
-use std::time::Duration;
+use std::{
+    num::NonZeroU16,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use async_trait::async_trait;
 use rand::Rng as _;
 
 use crate::jobs::Job;
+
+/// Which queue carries the jobs.
+#[derive(Debug, Clone)]
+pub enum QueueConfig {
+    /// A channel inside one process (embedded mode): nothing survives a
+    /// restart, so the outbox relay queues unfinished work again at start.
+    InProcess,
+    /// RabbitMQ, shared by any number of ingest and notifier processes.
+    Amqp(amqp::AmqpConfig),
+}
+
+/// Opens both ends of the queue `config` selects. Nothing is connected yet:
+/// the producer connects on its first publish (so ingest starts, and takes
+/// events, while the broker is down) and the consumer when it is started.
+/// A process that only publishes drops the consumer.
+pub fn open(config: &QueueConfig) -> (Arc<dyn JobQueue>, Box<dyn JobConsumer>) {
+    match config {
+        QueueConfig::InProcess => {
+            let (producer, consumer) = local::open();
+            (Arc::new(producer), Box::new(consumer))
+        }
+        QueueConfig::Amqp(amqp) => {
+            let (producer, consumer) = amqp::open(amqp.clone());
+            (Arc::new(producer), Box::new(consumer))
+        }
+    }
+}
 
 /// Why a job could not be handed to the queue.
 #[derive(Debug, thiserror::Error)]
@@ -29,8 +66,62 @@ pub enum QueueError {
 #[async_trait]
 pub trait JobQueue: Send + Sync + 'static {
     async fn publish(&self, job: &Job) -> Result<(), QueueError>;
-    /// Publishes a job to be delivered after `delay` (retry backoff).
+    /// Publishes a job to be delivered after `delay` (retry backoff). Only
+    /// the producer of a started consumer's pair can: the delays wait in
+    /// the consumer's retry queues.
     async fn publish_delayed(&self, job: &Job, delay: Duration) -> Result<(), QueueError>;
+    /// Whether a job the queue has taken survives a restart of this process.
+    /// When it does not, the publisher must queue unfinished work again
+    /// when it starts.
+    fn is_durable(&self) -> bool;
+}
+
+/// How a consumer takes jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsumeSettings {
+    /// Most jobs received and not yet settled at once.
+    pub prefetch: NonZeroU16,
+    /// The delays failed jobs wait before they are tried again.
+    pub retry: RetryPolicy,
+}
+
+/// Takes jobs from the queue: started once, read until stopped, then
+/// closed once every job it gave out is settled.
+#[async_trait]
+pub trait JobConsumer: Send + 'static {
+    /// Starts consuming in the background (for RabbitMQ: connecting,
+    /// declaring the retry queues, reconnecting after failures).
+    fn start(&mut self, settings: ConsumeSettings);
+    /// The next job; `None` once the consumer is stopped or was never
+    /// started. Cancel-safe: a job is never lost by dropping the future.
+    async fn next(&mut self) -> Option<Received>;
+    /// Stops taking jobs and hands back the ones received but not yet given
+    /// out, for the caller to give back ([`Acknowledge::requeue`]).
+    async fn stop(&mut self) -> Vec<Received>;
+    /// Closes the connection. Call after settling every job given out:
+    /// settling needs the connection the job came on.
+    async fn close(self: Box<Self>);
+    /// Whether the consumer is taking jobs now (for readiness checks).
+    fn readiness(&self) -> Readiness;
+}
+
+/// A shared view of whether a consumer is connected and taking jobs.
+#[derive(Debug, Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    /// Readiness that is always true (a queue with no connection to lose).
+    pub fn always() -> Self {
+        Self(Arc::new(AtomicBool::new(true)))
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::Relaxed);
+    }
 }
 
 /// What the worker does with a received job once it is done with it.

@@ -3,7 +3,7 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
-use common::store::{Delivery, Event, Inserted, NotificationState};
+use common::store::{Delivery, DeliveryState, Event, Inserted, NotificationState};
 use poem::{Request, web::Data};
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path, payload::Json};
 use serde_json::Value;
@@ -101,13 +101,37 @@ impl From<NotificationState> for NotificationStateOut {
     }
 }
 
+/// Where the push of an event to one device stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum DeliveryStateOut {
+    /// A worker has claimed it and is sending.
+    Sending,
+    /// Failed transiently; a retry is scheduled.
+    Retrying,
+    /// The push service accepted it.
+    Delivered,
+    /// Refused, or given up after the last retry.
+    Failed,
+}
+
+impl From<DeliveryState> for DeliveryStateOut {
+    fn from(s: DeliveryState) -> Self {
+        match s {
+            DeliveryState::Sending => Self::Sending,
+            DeliveryState::Retrying => Self::Retrying,
+            DeliveryState::Delivered => Self::Delivered,
+            DeliveryState::Failed => Self::Failed,
+        }
+    }
+}
+
 /// The push of an event to one device.
 #[derive(Debug, Clone, Object)]
 #[oai(rename_all = "camelCase")]
 pub struct DeliveryOut {
     pub device_id: Uuid,
-    /// `sending`, `retrying`, `delivered` or `failed`.
-    pub state: String,
+    pub state: DeliveryStateOut,
     /// Sends tried so far.
     pub attempts: u32,
     /// Why the last try failed.
@@ -119,7 +143,7 @@ impl From<Delivery> for DeliveryOut {
     fn from(d: Delivery) -> Self {
         Self {
             device_id: d.device_id,
-            state: d.state.as_str().to_owned(),
+            state: d.state.into(),
             attempts: d.attempts,
             error: Nullable(d.error),
             updated_at: d.updated_at,

@@ -6,7 +6,13 @@
 use poem_openapi::{registry::MetaSchemaRef, types::Type};
 use serde_json::{Map, Value, json};
 
-use crate::{error::ErrorEnvelope, idempotency::MAX_KEY_LEN};
+use poem::http::Method;
+
+use crate::{
+    error::ErrorEnvelope,
+    idempotency::MAX_KEY_LEN,
+    routes::{self, Access},
+};
 
 /// What `Idempotency-Key` accepts: visible ASCII, spaces allowed inside. HTTP
 /// strips spaces around a header value, so a key cannot start or end with one.
@@ -79,9 +85,9 @@ fn replay_header() -> Value {
 
 /// What one operation is, as far as the middleware is concerned.
 struct Shape {
-    /// Under `/v1`: the gate asks for an API key.
+    /// The gate asks for an API key.
     authenticated: bool,
-    /// A POST under `/v1`: the idempotency layer reads `Idempotency-Key`.
+    /// The idempotency layer reads `Idempotency-Key`.
     idempotent: bool,
     /// Its path names a resource by id, which may not exist.
     names_a_resource: bool,
@@ -181,10 +187,11 @@ pub fn complete(doc: &mut Value) {
             let Some(op) = op.as_object_mut() else {
                 continue;
             };
-            let authenticated = path.starts_with("/v1/");
+            let method = Method::from_bytes(method.to_uppercase().as_bytes())
+                .expect("the document's operations are HTTP methods");
             let shape = Shape {
-                authenticated,
-                idempotent: authenticated && method == "post",
+                authenticated: routes::access(path) == Access::ApiKey,
+                idempotent: routes::is_idempotent(&method, path),
                 names_a_resource: path.contains('{'),
                 has_body: op.contains_key("requestBody"),
             };

@@ -1,0 +1,172 @@
+//! The settings both services share, written once: where the store is and
+//! where the queue is. Each service's configuration carries one [`Backend`],
+//! read from the same flat keys as its own settings.
+
+use std::{
+    num::NonZeroU64,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use serde::Deserialize;
+
+use super::{ConfigError, Secret, parse_defaults};
+use crate::{
+    queue::{QueueConfig, amqp::AmqpConfig},
+    store::{SqliteSync, StoreConfig},
+};
+
+/// The shipped defaults of these settings, documented.
+pub(super) const DEFAULTS: &str = include_str!("../../backend.default.toml");
+
+/// Settings read under their conventional names, without a service prefix.
+pub(super) const UNPREFIXED: [&str; 3] = ["MONGODB_URI", "MONGODB_DATABASE", "AMQP_URL"];
+
+/// The store and the broker. Each field is documented, with its default, in
+/// `common/backend.default.toml`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct Backend {
+    /// MongoDB connection string; unset or empty selects the SQLite store.
+    pub mongodb_uri: Option<Secret>,
+    /// MongoDB database name.
+    pub mongodb_database: String,
+    /// Directory of the SQLite store.
+    pub data_dir: PathBuf,
+    /// How the SQLite store syncs its commits.
+    pub sqlite_synchronous: SqliteSync,
+    /// Deadline for every store call, in milliseconds.
+    pub store_timeout_ms: NonZeroU64,
+    /// RabbitMQ connection string; unset or empty selects the in-process
+    /// queue of the embedded mode.
+    pub amqp_url: Option<Secret>,
+    /// Prefix of every exchange and queue name.
+    pub queue_prefix: String,
+    /// Deadline for connecting to the broker and each broker operation, in
+    /// milliseconds.
+    pub broker_timeout_ms: NonZeroU64,
+}
+
+impl Default for Backend {
+    /// The settings as shipped.
+    fn default() -> Self {
+        parse_defaults(DEFAULTS).expect("the shipped backend defaults are valid")
+    }
+}
+
+/// A secret setting's value, treating a blank one (`AMQP_URL=` in a compose
+/// `.env`) as unset.
+fn non_blank(secret: &Option<Secret>) -> Option<&str> {
+    secret
+        .as_ref()
+        .map(Secret::expose)
+        .filter(|v| !v.trim().is_empty())
+}
+
+impl Backend {
+    /// Checks what the types cannot; `variable` names a setting's variable.
+    pub fn validate(&self, variable: impl Fn(&str) -> String) -> Result<(), ConfigError> {
+        if let Some(url) = self.amqp_url()
+            && !(url.starts_with("amqp://") || url.starts_with("amqps://"))
+        {
+            return Err(ConfigError::invalid(
+                "AMQP_URL",
+                "must start with amqp:// or amqps://",
+            ));
+        }
+        if let Some(uri) = self.mongodb_uri() {
+            if !(uri.starts_with("mongodb://") || uri.starts_with("mongodb+srv://")) {
+                return Err(ConfigError::invalid(
+                    "MONGODB_URI",
+                    "must start with mongodb:// or mongodb+srv://",
+                ));
+            }
+            if self.mongodb_database.trim().is_empty() {
+                return Err(ConfigError::invalid(
+                    "MONGODB_DATABASE",
+                    "must not be empty",
+                ));
+            }
+        }
+        if self.queue_prefix.trim().is_empty() {
+            return Err(ConfigError::invalid(
+                &variable("queue_prefix"),
+                "must not be empty",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The MongoDB URI, when one is set.
+    pub fn mongodb_uri(&self) -> Option<&str> {
+        non_blank(&self.mongodb_uri)
+    }
+
+    /// The RabbitMQ URL, when one is set.
+    pub fn amqp_url(&self) -> Option<&str> {
+        non_blank(&self.amqp_url)
+    }
+
+    /// MongoDB when a URI is set, otherwise the SQLite file in `data_dir`.
+    pub fn store(&self) -> StoreConfig {
+        match self.mongodb_uri() {
+            Some(uri) => StoreConfig::Mongo {
+                uri: uri.to_owned(),
+                database: self.mongodb_database.clone(),
+            },
+            None => StoreConfig::Sqlite {
+                path: self.sqlite_path(),
+                synchronous: self.sqlite_synchronous,
+            },
+        }
+    }
+
+    /// The SQLite file in `data_dir`.
+    pub fn sqlite_path(&self) -> PathBuf {
+        Path::new(&self.data_dir).join("tocsin.sqlite3")
+    }
+
+    pub fn store_timeout(&self) -> Duration {
+        Duration::from_millis(self.store_timeout_ms.get())
+    }
+
+    /// The broker's settings, when a broker is configured.
+    pub fn amqp(&self) -> Option<AmqpConfig> {
+        self.amqp_url().map(|url| AmqpConfig {
+            url: url.to_owned(),
+            prefix: self.queue_prefix.clone(),
+            timeout: Duration::from_millis(self.broker_timeout_ms.get()),
+        })
+    }
+
+    /// RabbitMQ when a URL is set, otherwise the in-process queue.
+    pub fn queue(&self) -> QueueConfig {
+        self.amqp()
+            .map_or(QueueConfig::InProcess, QueueConfig::Amqp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blank_urls_mean_the_embedded_choices() {
+        let backend = Backend {
+            mongodb_uri: Some(Secret::new(" ")),
+            amqp_url: Some(Secret::new("")),
+            ..Backend::default()
+        };
+        assert!(matches!(backend.store(), StoreConfig::Sqlite { .. }));
+        assert!(matches!(backend.queue(), QueueConfig::InProcess));
+    }
+
+    #[test]
+    fn a_broker_url_of_another_scheme_is_refused() {
+        let backend = Backend {
+            amqp_url: Some(Secret::new("http://127.0.0.1:5672")),
+            ..Backend::default()
+        };
+        let err = backend.validate(|k| k.to_uppercase()).expect_err("refused");
+        assert!(err.to_string().contains("AMQP_URL"), "{err}");
+    }
+}

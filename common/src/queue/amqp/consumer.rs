@@ -1,0 +1,236 @@
+//! Consuming: a background task owns the connection, reconnects after
+//! failures, and hands each delivery over with the means to settle it.
+
+use std::{sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use futures::StreamExt as _;
+use lapin::{
+    Acker,
+    options::{
+        BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions,
+        BasicQosOptions, BasicRejectOptions,
+    },
+    types::FieldTable,
+};
+use tokio::{
+    sync::{mpsc, oneshot, watch},
+    task::JoinHandle,
+};
+
+use super::{Shared, topology::connect, unavailable};
+use crate::{
+    jobs::Job,
+    queue::{Acknowledge, ConsumeSettings, JobConsumer, QueueError, Readiness, Received},
+};
+
+struct AmqpAck(Acker);
+
+#[async_trait]
+impl Acknowledge for AmqpAck {
+    async fn ack(&self) -> Result<(), QueueError> {
+        self.0
+            .ack(BasicAckOptions::default())
+            .await
+            .map(drop)
+            .map_err(unavailable)
+    }
+    async fn dead_letter(&self) -> Result<(), QueueError> {
+        self.0
+            .reject(BasicRejectOptions { requeue: false })
+            .await
+            .map(drop)
+            .map_err(unavailable)
+    }
+    async fn requeue(&self) -> Result<(), QueueError> {
+        self.0
+            .nack(BasicNackOptions {
+                requeue: true,
+                ..Default::default()
+            })
+            .await
+            .map(drop)
+            .map_err(unavailable)
+    }
+}
+
+/// Takes jobs from `<prefix>.notify` through a background task that owns
+/// the connection.
+pub struct AmqpConsumer {
+    pub(super) shared: Arc<Shared>,
+    pub(super) readiness: Readiness,
+    pub(super) running: Option<Running>,
+}
+
+/// The consume task and the means to steer it.
+pub(super) struct Running {
+    rx: mpsc::Receiver<Received>,
+    /// Tells the task to cancel the consumer (take nothing more).
+    stop: watch::Sender<bool>,
+    /// Dropped when every job given out is settled: the task then closes
+    /// the connection.
+    release: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+#[async_trait]
+impl JobConsumer for AmqpConsumer {
+    fn start(&mut self, settings: ConsumeSettings) {
+        if self.running.is_some() {
+            return;
+        }
+        let _ = self.shared.retry.set(settings.retry);
+        let (tx, rx) = mpsc::channel(usize::from(settings.prefetch.get()));
+        let (stop, stopped) = watch::channel(false);
+        let (release, released) = oneshot::channel();
+        let task = tokio::spawn(consume(
+            Arc::clone(&self.shared),
+            settings,
+            tx,
+            self.readiness.clone(),
+            stopped,
+            released,
+        ));
+        self.running = Some(Running {
+            rx,
+            stop,
+            release,
+            task,
+        });
+    }
+
+    async fn next(&mut self) -> Option<Received> {
+        self.running.as_mut()?.rx.recv().await
+    }
+
+    async fn stop(&mut self) -> Vec<Received> {
+        let Some(running) = self.running.as_mut() else {
+            return Vec::new();
+        };
+        let _ = running.stop.send(true);
+        running.rx.close();
+        let mut left = Vec::new();
+        while let Some(received) = running.rx.recv().await {
+            left.push(received);
+        }
+        left
+    }
+
+    async fn close(self: Box<Self>) {
+        if let Some(running) = self.running {
+            let _ = running.stop.send(true);
+            drop(running.release);
+            drop(running.rx);
+            let _ = running.task.await;
+        }
+    }
+
+    fn readiness(&self) -> Readiness {
+        self.readiness.clone()
+    }
+}
+
+/// Consumes notify jobs into `out` with at most `prefetch` unacknowledged at
+/// a time, reconnecting (with backoff) whenever the broker goes away, until
+/// `stop` turns true. Then it cancels the consumer, waits for `released`
+/// (every job in hand is settled on this connection), and closes the
+/// connection.
+async fn consume(
+    shared: Arc<Shared>,
+    settings: ConsumeSettings,
+    out: mpsc::Sender<Received>,
+    readiness: Readiness,
+    mut stop: watch::Receiver<bool>,
+    released: oneshot::Receiver<()>,
+) {
+    let config = &shared.config;
+    let prefetch = settings.prefetch.get();
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let opened =
+            tokio::time::timeout(config.timeout, connect(config, Some(&settings.retry))).await;
+        let (conn, channel) = match opened {
+            Ok(Ok(link)) => link,
+            failed => {
+                let cause = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "timed out".into(),
+                };
+                tracing::warn!(
+                    cause,
+                    retry_in_ms = backoff.as_millis() as u64,
+                    "cannot reach the broker"
+                );
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = stop.changed() => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(100);
+        let consumer = async {
+            channel
+                .basic_qos(prefetch, BasicQosOptions::default())
+                .await?;
+            channel
+                .basic_consume(
+                    config.queue().into(),
+                    "".into(),
+                    BasicConsumeOptions::default(),
+                    FieldTable::default(),
+                )
+                .await
+        };
+        let mut consumer = match consumer.await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start consuming");
+                continue;
+            }
+        };
+        tracing::info!(queue = %config.queue(), prefetch, "consuming notify jobs");
+        readiness.set(true);
+        let stopping = loop {
+            tokio::select! {
+                _ = stop.changed() => break true,
+                next = consumer.next() => match next {
+                    Some(Ok(delivery)) => {
+                        let received = Received {
+                            job: Job::from_bytes(&delivery.data).map_err(|e| e.to_string()),
+                            redelivered: delivery.redelivered,
+                            acker: Box::new(AmqpAck(delivery.acker)),
+                        };
+                        // A closed receiver means the worker is stopping.
+                        if out.send(received).await.is_err() {
+                            break true;
+                        }
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, "consumer failed; reconnecting");
+                        break false;
+                    }
+                    None => {
+                        tracing::warn!("consumer cancelled by the broker; reconnecting");
+                        break false;
+                    }
+                }
+            }
+        };
+        readiness.set(false);
+        if stopping {
+            let _ = channel
+                .basic_cancel(consumer.tag(), BasicCancelOptions::default())
+                .await;
+            // Jobs in hand are settled through this connection; whatever was
+            // prefetched and not given out returns to the queue as it closes.
+            let _ = released.await;
+            let _ = conn.close(200, "shutting down".into()).await;
+            return;
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! RabbitMQ through lapin.
+//!
+//! Topology, declared idempotently:
+//! - by the producer (and the consumer, which needs it too): exchange
+//!   `<prefix>` (direct) → quorum queue `<prefix>.notify`, whose rejected or
+//!   too-often-redelivered messages go to exchange `<prefix>.dlx` → quorum
+//!   queue `<prefix>.notify.dead`;
+//! - by the consumer, from its retry policy: one delay queue per retry
+//!   delay, `<prefix>.notify.retry.<ms>ms`, with no consumer: messages wait
+//!   there until their TTL runs out and are then dead-lettered back to
+//!   `<prefix>` / `notify`. The producer of the consumer's pair publishes
+//!   the delayed copies into them.
+//!
+//! Messages are persistent and every publish waits for the broker's confirm.
+//!
+//! [`producer`] publishes, [`consumer`] consumes, [`topology`] declares.
+
+mod consumer;
+mod producer;
+mod topology;
+
+use std::{
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
+
+use tokio::sync::Mutex;
+
+pub use self::{consumer::AmqpConsumer, producer::AmqpQueue};
+use super::{QueueError, Readiness, RetryPolicy};
+
+/// Routing key of notify jobs.
+const NOTIFY: &str = "notify";
+
+/// How to reach the broker and name things on it.
+#[derive(Clone)]
+pub struct AmqpConfig {
+    pub url: String,
+    /// Prefix of every exchange and queue name (tests use one per test).
+    pub prefix: String,
+    /// Deadline for connecting and for each publish confirm.
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for AmqpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may carry a password.
+        f.debug_struct("AmqpConfig")
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AmqpConfig {
+    pub fn exchange(&self) -> String {
+        self.prefix.clone()
+    }
+    pub fn dead_letter_exchange(&self) -> String {
+        format!("{}.dlx", self.prefix)
+    }
+    pub fn queue(&self) -> String {
+        format!("{}.notify", self.prefix)
+    }
+    pub fn dead_letter_queue(&self) -> String {
+        format!("{}.notify.dead", self.prefix)
+    }
+    pub fn retry_queue(&self, delay: Duration) -> String {
+        format!("{}.notify.retry.{}ms", self.prefix, delay.as_millis())
+    }
+    /// Every queue name this topology uses with `retry`'s delays.
+    pub fn queues(&self, retry: &RetryPolicy) -> Vec<String> {
+        let mut names = vec![self.queue(), self.dead_letter_queue()];
+        names.extend(retry.levels().into_iter().map(|d| self.retry_queue(d)));
+        names
+    }
+}
+
+fn unavailable(e: impl std::fmt::Display) -> QueueError {
+    QueueError::Unavailable(e.to_string())
+}
+
+/// What both ends of a pair know: where the broker is, and the consumer's
+/// retry delays once it is started.
+struct Shared {
+    config: AmqpConfig,
+    retry: OnceLock<RetryPolicy>,
+}
+
+/// Creates both ends of a RabbitMQ queue; neither connects yet.
+pub fn open(config: AmqpConfig) -> (AmqpQueue, AmqpConsumer) {
+    let shared = Arc::new(Shared {
+        config,
+        retry: OnceLock::new(),
+    });
+    let consumer = AmqpConsumer {
+        shared: Arc::clone(&shared),
+        readiness: Readiness::default(),
+        running: None,
+    };
+    let producer = AmqpQueue {
+        shared,
+        link: Mutex::new(None),
+        last_failure: std::sync::Mutex::new(None),
+    };
+    (producer, consumer)
+}
