@@ -313,7 +313,6 @@ impl Deliverer {
             Ok(outcome) => outcome,
             Err(_) => PushOutcome::Retry {
                 reason: format!("no answer within {} ms", limit.as_millis()),
-                after: None,
             },
         }
     }

@@ -109,7 +109,6 @@ async fn transient_failures_are_retried_after_backoff_and_delivered_once(pipelin
     pipeline.register(&flaky, None).await;
     let unavailable = || PushOutcome::Retry {
         reason: "503 ServiceUnavailable".into(),
-        after: None,
     };
     pipeline
         .provider
@@ -135,7 +134,6 @@ async fn giving_up_after_the_last_retry_marks_the_delivery_failed(pipeline: Pipe
     pipeline.register(&broken, None).await;
     let unavailable = || PushOutcome::Retry {
         reason: "500 InternalServerError".into(),
-        after: None,
     };
     pipeline.provider.script(
         &broken,

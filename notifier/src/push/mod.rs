@@ -6,8 +6,6 @@
 pub mod apns;
 pub mod logging;
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use uuid::Uuid;
 
@@ -57,11 +55,8 @@ pub enum PushOutcome {
     /// Refused for a reason retrying will not fix (payload, configuration).
     Rejected { reason: String },
     /// A transient failure (throttling, server error, network): retry later,
-    /// not before `after` if the provider said so.
-    Retry {
-        reason: String,
-        after: Option<Duration>,
-    },
+    /// after the delivery's backoff.
+    Retry { reason: String },
 }
 
 /// Sends pushes. Implementations must be cheap to share between tasks.
