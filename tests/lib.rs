@@ -9,6 +9,7 @@
 
 pub mod contract;
 pub mod drill;
+mod eventually;
 pub mod openmetrics;
 pub mod pipeline;
 pub mod process;
@@ -24,6 +25,7 @@ use std::{
 };
 
 use common::store::{Scope, Store, StoreConfig};
+pub use eventually::{Observation, eventually};
 use ingest::{Application, Config};
 use serde_json::Value;
 
