@@ -3,7 +3,14 @@
 
 use serde_json::Value;
 
-use crate::Reply;
+use crate::{Reply, TestApp};
+
+/// The document `app` publishes at `/openapi.json`.
+pub async fn document(app: &TestApp) -> Value {
+    let response = app.get("/openapi.json").await;
+    assert_eq!(response.status(), 200, "GET /openapi.json");
+    response.json().await.expect("the document is JSON")
+}
 
 /// Methods an operation can be declared with, lowercase as in the document.
 pub const METHODS: [&str; 8] = [

@@ -1,5 +1,5 @@
-//! The harness of the crash-and-fault suite (tests/e2e/faults.rs): the real
-//! binaries with short leases and delays, a burst of clients that keeps
+//! The harness of the crash-and-fault suite (tests/binaries/faults.rs): the
+//! real binaries with short leases and delays, a burst of clients that keeps
 //! what was answered 201, and the count of pushes where they leave Tocsin
 //! (the push provider's own log line, which names the event and the device).
 
@@ -10,11 +10,12 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 
+pub use crate::process::{START, start_ingest};
 use crate::{
-    amqp_url,
+    amqp_url, eventually,
     pipeline::delete_topology,
     process::{self, Service},
 };
@@ -22,7 +23,6 @@ use common::store::{DeliveryState, NotificationState, Scope, Store, StoreConfig}
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-pub const START: Duration = Duration::from_secs(60);
 /// How long every 201 event has to settle after the fault is over: the
 /// lease (2 s here) plus the relay and retry delays, with room to spare.
 pub const SETTLE: Duration = Duration::from_secs(60);
@@ -69,15 +69,6 @@ pub fn broker_env(url: String, prefix: &str) -> Vec<(&'static str, String)> {
         ("INGEST_QUEUE_PREFIX", prefix.to_owned()),
         ("NOTIFIER_QUEUE_PREFIX", prefix.to_owned()),
     ]
-}
-
-pub async fn start_ingest(env: &[(&'static str, String)]) -> (Service, String) {
-    let mut ingest = Service::start("ingest", &[], env);
-    let addr = ingest.wait_for_log("ingest listening", START).await["addr"]
-        .as_str()
-        .expect("addr")
-        .to_owned();
-    (ingest, format!("http://{addr}"))
 }
 
 pub async fn start_notifier(env: &[(&'static str, String)]) -> Service {
@@ -174,15 +165,16 @@ impl Burst {
     }
 
     pub async fn reach(&self, count: usize) {
-        let deadline = Instant::now() + START;
-        while self.count() < count {
-            assert!(
-                Instant::now() < deadline,
-                "only {} events accepted",
-                self.count()
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let what = format!("{count} events accepted");
+        eventually(START, &what, async || {
+            let accepted = self.count();
+            if accepted >= count {
+                Ok(())
+            } else {
+                Err(format!("only {accepted}"))
+            }
+        })
+        .await;
     }
 
     pub async fn stop(self) -> Vec<Uuid> {
@@ -208,9 +200,8 @@ pub async fn open_store(dir: &Path) -> Arc<dyn Store> {
 
 /// Waits until every event is settled; all must be `delivered`.
 pub async fn wait_delivered(store: &dyn Store, scope: &Scope, ids: &[Uuid]) {
-    let deadline = Instant::now() + SETTLE;
     let mut open: Vec<Uuid> = ids.to_vec();
-    while !open.is_empty() {
+    eventually(SETTLE, "every event to settle", async || {
         let mut still = Vec::new();
         for id in &open {
             let event = store
@@ -225,14 +216,13 @@ pub async fn wait_delivered(store: &dyn Store, scope: &Scope, ids: &[Uuid]) {
             }
         }
         open = still;
-        assert!(
-            open.is_empty() || Instant::now() < deadline,
-            "{} of {} events never settled",
-            open.len(),
-            ids.len()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        if open.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{} of {} events unsettled", open.len(), ids.len()))
+        }
+    })
+    .await;
 }
 
 /// (event, device) of every push a process handed to the provider.

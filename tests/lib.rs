@@ -9,6 +9,7 @@
 
 pub mod contract;
 pub mod drill;
+mod eventually;
 pub mod openmetrics;
 pub mod pipeline;
 pub mod process;
@@ -24,6 +25,7 @@ use std::{
 };
 
 use common::store::{Scope, Store, StoreConfig};
+pub use eventually::{Observation, eventually};
 use ingest::{Application, Config};
 use notifier::{metrics::NotifierMetrics, push::PushProvider};
 use serde_json::Value;
@@ -426,27 +428,6 @@ pub async fn scrape(client: &reqwest::Client, url: &str) -> openmetrics::Scrape 
         "{content_type}"
     );
     openmetrics::Scrape::parse(&response.text().await.expect("scrape body"))
-}
-
-/// Polls `check` until it gives `Some`, every 50 ms, for at most `timeout`;
-/// panics naming `what` when it never does. For conditions reached
-/// asynchronously (a job consumed, an event settled).
-pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(found) = check().await {
-            return found;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: not within {timeout:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Notifier settings for tests: short retry delays, no environment.

@@ -7,8 +7,8 @@ use common::queue::{RetryPolicy, amqp::AmqpConfig};
 use serde_json::{Value, json};
 
 use crate::{
-    Embedded, Reply, StoreKind, TestApp, TestConfig, amqp_url, recording::RecordingProvider,
-    test_notifier_config,
+    Embedded, Reply, StoreKind, TestApp, TestConfig, amqp_url, eventually,
+    recording::RecordingProvider, test_notifier_config,
 };
 
 /// How long a test waits for the pipeline to settle an event.
@@ -122,20 +122,15 @@ impl Pipeline {
 
     /// Waits until the event's notification reaches `state`.
     pub async fn settled(&self, id: &str, state: &str) -> Value {
-        let deadline = std::time::Instant::now() + WAIT;
-        loop {
+        eventually(WAIT, &format!("event {id} to become {state}"), async || {
             let reply = self.lookup(id).await;
             assert_eq!(reply.status, 200, "{}", reply.body);
-            if reply.body["data"]["notification"]["state"] == state {
-                return reply.body["data"].clone();
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "event never became {state}: {}",
-                reply.body
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            let event = &reply.body["data"];
+            (event["notification"]["state"] == state)
+                .then(|| event.clone())
+                .ok_or(reply.body)
+        })
+        .await
     }
 
     pub async fn finish(mut self) {

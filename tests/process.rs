@@ -5,19 +5,24 @@
 use std::{
     io::{BufRead as _, BufReader},
     path::PathBuf,
-    process::{Child, Command, ExitStatus, Stdio},
+    process::{Child, Command, ExitStatus, Output, Stdio},
     sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use nix::{sys::signal::Signal, unistd::Pid};
 use serde_json::Value;
 
+use crate::eventually;
+
+/// How long a binary may take to start (and to log that it has).
+pub const START: Duration = Duration::from_secs(60);
+
 /// A binary of the workspace, built next to the test executable by
 /// `cargo test --workspace` (scripts/test).
 pub fn binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/e2e-<hash> -> target/<profile>/<name>
+    // target/<profile>/deps/binaries-<hash> -> target/<profile>/<name>
     let path = exe
         .parent()
         .and_then(|deps| deps.parent())
@@ -39,14 +44,9 @@ pub struct Service {
 }
 
 impl Service {
-    /// Starts `binary` with exactly `env` (plus PATH), nothing inherited, so
-    /// the developer's own settings cannot leak into the test.
+    /// Starts `binary` with exactly `env` (see [`command`]).
     pub fn start(binary: &str, args: &[&str], env: &[(&str, String)]) -> Self {
-        let mut child = Command::new(self::binary(binary))
-            .args(args)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .envs(env.iter().map(|(k, v)| (k, v)))
+        let mut child = command(binary, args, env)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -74,29 +74,23 @@ impl Service {
 
     /// Waits for a JSON log line whose `message` is `message`, and returns it.
     pub async fn wait_for_log(&mut self, message: &str, timeout: Duration) -> Value {
-        let deadline = Instant::now() + timeout;
-        loop {
+        eventually(timeout, &format!("a {message:?} log line"), async || {
             let found = self
                 .lines()
                 .iter()
                 .filter_map(|l| serde_json::from_str::<Value>(l).ok())
                 .find(|v| v["message"] == message);
-            if let Some(line) = found {
-                return line;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if found.is_none()
+                && let Ok(Some(status)) = self.child.try_wait()
+            {
                 panic!(
                     "exited ({status}) before logging {message:?}:\n{}",
                     self.lines().join("\n")
                 );
             }
-            assert!(
-                Instant::now() < deadline,
-                "no {message:?} log line within {timeout:?}:\n{}",
-                self.lines().join("\n")
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            found.ok_or_else(|| format!("the log so far:\n{}", self.lines().join("\n")))
+        })
+        .await
     }
 
     /// Kills the process with SIGKILL, as a crash or the OOM killer would,
@@ -115,23 +109,15 @@ impl Service {
         nix::sys::signal::kill(pid, Signal::SIGTERM).expect("SIGTERM sent");
     }
 
-    /// Waits for the process to exit (killing it past `timeout`, which fails
-    /// the test) and for its last log lines.
+    /// Waits for the process to exit and for its last log lines. Past
+    /// `timeout` the test fails (and the process is killed when the `Service`
+    /// drops).
     pub async fn wait(&mut self, timeout: Duration) -> ExitStatus {
-        let deadline = Instant::now() + timeout;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("process state") {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!(
-                    "did not exit within {timeout:?}:\n{}",
-                    self.lines().join("\n")
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
+        let status = eventually(timeout, "the process to exit", async || {
+            let status = self.child.try_wait().expect("process state");
+            status.ok_or_else(|| format!("still running; its log:\n{}", self.lines().join("\n")))
+        })
+        .await;
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
         }
@@ -147,16 +133,42 @@ impl Drop for Service {
     }
 }
 
-/// Runs a binary to completion and returns its stdout, failing the test on
-/// a non-zero exit.
-pub fn run(binary: &str, args: &[&str], env: &[(&str, String)]) -> String {
-    let output = Command::new(self::binary(binary))
+/// Starts `ingest` with `env` and waits until it listens; returns it and its
+/// base URL, read from its log. `env` must have it log JSON
+/// (`INGEST_LOG_FORMAT=json`), and listen on `127.0.0.1:0` for a port of
+/// its own.
+pub async fn start_ingest(env: &[(&str, String)]) -> (Service, String) {
+    let mut ingest = Service::start("ingest", &[], env);
+    let addr = ingest.wait_for_log("ingest listening", START).await["addr"]
+        .as_str()
+        .expect("addr")
+        .to_owned();
+    (ingest, format!("http://{addr}"))
+}
+
+/// `binary` with `args` and exactly `env` (plus PATH), nothing inherited, so
+/// the developer's own settings cannot leak into the test.
+pub fn command(binary: &str, args: &[&str], env: &[(&str, String)]) -> Command {
+    let mut command = Command::new(self::binary(binary));
+    command
         .args(args)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(env.iter().map(|(k, v)| (k, v)))
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    command
+}
+
+/// Runs a binary to completion and returns what it did, whatever its exit.
+pub fn output(binary: &str, args: &[&str], env: &[(&str, String)]) -> Output {
+    command(binary, args, env)
         .output()
-        .unwrap_or_else(|e| panic!("running {binary}: {e}"));
+        .unwrap_or_else(|e| panic!("running {binary}: {e}"))
+}
+
+/// Runs a binary to completion and returns its stdout, failing the test on
+/// a non-zero exit.
+pub fn run(binary: &str, args: &[&str], env: &[(&str, String)]) -> String {
+    let output = output(binary, args, env);
     assert!(
         output.status.success(),
         "{binary} {args:?} failed: {}",

@@ -1,7 +1,7 @@
 //! The storage interface both services code against, its record types, and
 //! the two implementations behind it: MongoDB for production and an embedded
 //! SQLite file for single-binary use. One contract test suite
-//! (`tests/e2e/store_contract.rs`) runs against both.
+//! (`tests/in_process/store_contract.rs`) runs against both.
 
 mod deadline;
 pub mod lease;

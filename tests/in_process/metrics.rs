@@ -7,7 +7,7 @@ use std::time::Duration;
 use notifier::push::PushOutcome;
 use serde_json::json;
 use tocsin_tests::{
-    Reply, StoreKind,
+    Reply, StoreKind, eventually,
     openmetrics::Scrape,
     pipeline::{Pipeline, token},
     proxy::Proxy,
@@ -174,19 +174,24 @@ async fn the_notifier_counts_jobs_pushes_retries_and_dead_letters() {
         assert_eq!(status, 200, "{path}");
     }
     // The job is dead-lettered right after the event settles; wait for it.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let scrape = loop {
-        let scrape = scrape(client, &format!("{base}/metrics")).await;
-        if scrape.value(
-            "tocsin_notifier_jobs_dead_lettered_total",
-            &[("reason", "gave_up")],
-        ) >= 1.0
-            || std::time::Instant::now() > deadline
-        {
-            break scrape;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let url = format!("{base}/metrics");
+    let scrape = eventually(
+        Duration::from_secs(10),
+        "the job to be dead-lettered",
+        async || {
+            let scrape = scrape(client, &url).await;
+            let dead = scrape.value(
+                "tocsin_notifier_jobs_dead_lettered_total",
+                &[("reason", "gave_up")],
+            );
+            if dead >= 1.0 {
+                Ok(scrape)
+            } else {
+                Err(scrape.text().to_owned())
+            }
+        },
+    )
+    .await;
     let page = scrape.text();
     let pushes = |outcome| scrape.value("tocsin_notifier_pushes_total", &[("outcome", outcome)]);
     let retries = f64::from(retries);
@@ -305,14 +310,15 @@ async fn the_notifier_is_ready_only_while_it_consumes_from_the_broker() {
     assert_eq!(status("/healthz").await, 200, "alive without the broker");
     assert_eq!(status("/readyz").await, 503, "not ready without the broker");
     proxy.restore();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while status("/readyz").await != 200 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never ready after the broker came back"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        "readiness after the broker came back",
+        async || match status("/readyz").await {
+            200 => Ok(()),
+            other => Err(other),
+        },
+    )
+    .await;
     running.shutdown().await;
     tocsin_tests::pipeline::delete_topology(&config).await;
 }

@@ -7,7 +7,7 @@
 //! `Allow`, missing credentials refused. It must find nothing.
 //!
 //! Reproduce a failure with the seed the report prints:
-//! `TOCSIN_FUZZ_SEED=<seed> cargo test -p tocsin-tests --test e2e fuzz`.
+//! `TOCSIN_FUZZ_SEED=<seed> cargo test -p tocsin-tests --test tools fuzz`.
 //! Without it every run draws new inputs.
 
 use std::time::Duration;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use common::store::{NotificationState, Scope, StoreConfig};
 use serde_json::{Value, json};
 use tocsin_tests::{
-    amqp_url,
+    amqp_url, eventually,
     process::{self, Service},
     proxy::Proxy,
 };
@@ -65,16 +65,15 @@ async fn sigterm_finishes_requests_in_flight_flushes_the_outbox_and_exits_zero()
     ingest.terminate();
     ingest.wait_for_log("shutdown signal received", START).await;
     // New connections are refused once shutting down has begun.
-    let refused = async {
-        for _ in 0..50 {
-            if tokio::net::TcpStream::connect(&addr).await.is_err() {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        false
-    };
-    assert!(refused.await, "still accepting connections after SIGTERM");
+    eventually(
+        Duration::from_millis(2500),
+        "new connections to be refused after SIGTERM",
+        async || match tokio::net::TcpStream::connect(&addr).await {
+            Err(_) => Ok(()),
+            Ok(_) => Err("still accepted"),
+        },
+    )
+    .await;
 
     completing
         .write_all(tail.as_bytes())

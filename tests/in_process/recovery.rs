@@ -1,8 +1,8 @@
 //! Recovery from what a crash leaves behind, in process: a dead worker's
 //! claim, a backlog of jobs lost with the in-process queue, a job lost on
 //! the broker, a poison job, and a store that answers too late. The same
-//! states the crash suite (tests/e2e/faults.rs) produces with kill -9 on the
-//! real binaries, set up here directly so each case is exact.
+//! states the crash suite (tests/binaries/faults.rs) produces with kill -9
+//! on the real binaries, set up here directly so each case is exact.
 
 use std::{sync::Arc, time::Duration};
 
@@ -10,7 +10,7 @@ use chrono::Duration as Age;
 use common::store::{ApnsEnvironment, DeviceRegistration, Event, NotificationState, Scope, Store};
 use serde_json::json;
 use tocsin_tests::{
-    Embedded, Reply, StoreKind, TestApp, TestConfig, for_each_store, pending_event,
+    Embedded, Reply, StoreKind, TestApp, TestConfig, eventually, for_each_store, pending_event,
     pipeline::{Pipeline, WAIT, token},
     recording::RecordingProvider,
     test_notifier_config,
@@ -46,8 +46,7 @@ async fn register(store: &dyn Store, scope: &Scope, n: u8) -> Uuid {
 
 /// Polls the store until every event is in a final state, or fails.
 async fn wait_settled(store: &dyn Store, scope: &Scope, ids: &[Uuid]) -> Vec<Event> {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
+    eventually(WAIT, "every event to settle", async || {
         let mut events = Vec::new();
         for id in ids {
             events.push(
@@ -68,15 +67,12 @@ async fn wait_settled(store: &dyn Store, scope: &Scope, ids: &[Uuid]) -> Vec<Eve
             })
             .count();
         if open == 0 {
-            return events;
+            Ok(events)
+        } else {
+            Err(format!("{open} of {} events open", ids.len()))
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{open} of {} events never settled",
-            ids.len()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
 }
 
 async fn embedded_with(test: TestConfig, provider: Arc<RecordingProvider>) -> TestApp {
@@ -220,22 +216,19 @@ async fn a_poison_job_is_dead_lettered_after_bounded_retries() {
     let provider = Arc::new(RecordingProvider::default());
     let app = embedded_with(test, provider).await;
     let scope = Scope::new("acme", "poison");
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
+    eventually(WAIT, "the poison job to be dead-lettered", async || {
         let scrape = app.scrape().await;
         let dead = scrape.value(
             "tocsin_notifier_jobs_dead_lettered_total",
             &[("reason", "poison")],
         );
         if dead >= 1.0 {
-            break;
+            Ok(())
+        } else {
+            Err(scrape.text().to_owned())
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the poison job was never dead-lettered"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await;
     let stored = app
         .store
         .get_event(&scope, event.id)
@@ -291,14 +284,13 @@ async fn a_store_timeout_after_the_insert_committed_never_makes_a_duplicate() {
     .expect("slow trigger");
     let first = Reply::of(app.post_idempotent("/v1/events", &key, "once", &body).await).await;
     first.assert_error_envelope(503);
-    let deadline = std::time::Instant::now() + WAIT;
-    while app.store.count_events(&scope).await.ok() != Some(1) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the insert never committed"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(WAIT, "the insert to commit", async || {
+        match app.store.count_events(&scope).await {
+            Ok(1) => Ok(()),
+            other => Err(format!("{other:?} events")),
+        }
+    })
+    .await;
     conn.execute_batch("DROP TRIGGER slow_insert")
         .expect("trigger dropped");
 

@@ -102,9 +102,8 @@ async fn started(config: &QueueConfig) -> (Arc<dyn JobQueue>, Box<dyn JobConsume
     let (producer, mut consumer) = queue::open(config);
     consumer.start(SETTINGS);
     let readiness = consumer.readiness();
-    eventually(WAIT, "the consumer is ready", || {
-        let ready = readiness.is_ready();
-        async move { ready.then_some(()) }
+    eventually(WAIT, "the consumer to be ready", async || {
+        readiness.is_ready().then_some(())
     })
     .await;
     (producer, consumer)
@@ -239,15 +238,12 @@ async fn a_dead_lettered_job_lands_in_the_dead_letter_queue() {
         .await
         .expect("broker");
     let channel = conn.create_channel().await.expect("channel");
-    let dead = eventually(WAIT, "the job in the dead-letter queue", || {
-        let channel = channel.clone();
-        let queue = amqp.dead_letter_queue();
-        async move {
-            channel
-                .basic_get(queue.as_str().into(), Default::default())
-                .await
-                .expect("basic.get")
-        }
+    let queue = amqp.dead_letter_queue();
+    let dead = eventually(WAIT, "the job in the dead-letter queue", async || {
+        channel
+            .basic_get(queue.as_str().into(), Default::default())
+            .await
+            .expect("basic.get")
     })
     .await;
     assert_eq!(Job::from_bytes(&dead.delivery.data).expect("a job"), sent);

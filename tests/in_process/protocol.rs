@@ -9,18 +9,10 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use tocsin_tests::{
     Reply, StoreKind, TestApp,
-    contract::{METHODS, assert_documented, concrete, declared_methods, operations},
+    contract::{METHODS, assert_documented, concrete, declared_methods, document, operations},
     for_each_store,
 };
 use uuid::Uuid;
-
-async fn document(app: &TestApp) -> Value {
-    app.get("/openapi.json")
-        .await
-        .json()
-        .await
-        .expect("the document is JSON")
-}
 
 /// Routes served beside the documented API; each answers GET only.
 const UNDOCUMENTED_ROUTES: [&str; 3] = ["/openapi.json", "/docs", "/metrics"];

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tocsin_tests::{
-    Reply, StoreKind, TestApp, TestConfig, for_each_store, mongo_uri, proxy::Proxy,
+    Reply, StoreKind, TestApp, TestConfig, eventually, for_each_store, mongo_uri, proxy::Proxy,
 };
 
 async fn unknown_routes_and_methods_get_the_envelope(kind: StoreKind) {
@@ -136,15 +136,16 @@ async fn a_silent_store_gives_503_within_the_deadline_then_recovers() {
     assert_eq!(live.status(), 200, "liveness does not depend on the store");
 
     proxy.restore();
-    let mut recovered = false;
-    for _ in 0..30 {
-        if app.post_event(&key, &body).await.status() == 201 {
-            recovered = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    assert!(recovered, "requests succeed again once the store is back");
+    // Reconnecting may take several attempts, each up to the store's deadline.
+    eventually(
+        Duration::from_secs(45),
+        "requests to succeed again once the store is back",
+        async || match app.post_event(&key, &body).await.status().as_u16() {
+            201 => Ok(()),
+            other => Err(other),
+        },
+    )
+    .await;
     let ready = app.get("/readyz").await;
     assert_eq!(ready.status(), 200);
     assert!(app.store.count_events(&scope).await.expect("count") >= 2);

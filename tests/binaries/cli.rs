@@ -1,30 +1,18 @@
 //! The `ingest` binary as an operator uses it: key administration in both
-//! storage modes, configuration errors, serving, and SIGTERM.
+//! storage modes, configuration errors, serving, and the health check.
+//! Every run gets exactly the settings given (tests/process.rs).
 
-use std::{
-    path::Path,
-    process::{Child, Command, Output, Stdio},
-    time::{Duration, Instant},
-};
+use std::{path::Path, process::Output};
 
 use serde_json::json;
-
-const BIN: &str = env!("CARGO_BIN_EXE_ingest");
-
-/// `ingest` with a clean environment of its own: only the settings given.
-fn ingest(env: &[(&str, String)]) -> Command {
-    let mut cmd = Command::new(BIN);
-    for (name, _) in std::env::vars() {
-        if name.starts_with("INGEST_") || name.starts_with("MONGODB_") {
-            cmd.env_remove(name);
-        }
-    }
-    cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
-    cmd
-}
+use tocsin_tests::{
+    mongo_uri,
+    process::{self, Service},
+    unique_db_name,
+};
 
 fn run(env: &[(&str, String)], args: &[&str]) -> Output {
-    ingest(env).args(args).output().expect("ingest runs")
+    process::output("ingest", args, env)
 }
 
 fn stdout(o: &Output) -> String {
@@ -41,8 +29,8 @@ fn embedded(dir: &Path) -> Vec<(&'static str, String)> {
 
 fn mongo() -> Vec<(&'static str, String)> {
     vec![
-        ("MONGODB_URI", tocsin_tests::mongo_uri()),
-        ("MONGODB_DATABASE", tocsin_tests::unique_db_name()),
+        ("MONGODB_URI", mongo_uri()),
+        ("MONGODB_DATABASE", unique_db_name()),
     ]
 }
 
@@ -183,24 +171,22 @@ fn a_config_file_overrides_defaults_and_the_environment_overrides_it() {
         ),
     )
     .expect("written");
-    let out = ingest(&[])
-        .args(["--config", file.to_str().expect("utf-8"), "keys", "list"])
-        .output()
-        .expect("runs");
+    let config = file.to_str().expect("utf-8");
+    let out = run(&[], &["--config", config, "keys", "list"]);
     assert_eq!(out.status.code(), Some(2), "the file's bad listen is read");
-    let out = ingest(&[("INGEST_LISTEN", "127.0.0.1:0".into())])
-        .args([
+    let out = run(
+        &[("INGEST_LISTEN", "127.0.0.1:0".into())],
+        &[
             "--config",
-            file.to_str().expect("utf-8"),
+            config,
             "keys",
             "create",
             "--org",
             "o",
             "--project",
             "p",
-        ])
-        .output()
-        .expect("runs");
+        ],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         dir.path().join("from-file").join("tocsin.sqlite3").exists(),
@@ -208,64 +194,41 @@ fn a_config_file_overrides_defaults_and_the_environment_overrides_it() {
     );
 }
 
+/// `ingest` serving with `env` on a port of its own choosing.
 struct Server {
-    child: Child,
+    _service: Service,
     base: String,
 }
 
 impl Server {
-    // The child is reaped by `Drop`, which clippy cannot see.
-    #[allow(clippy::zombie_processes)]
-    fn start(env: &[(&str, String)]) -> Self {
-        let port = tocsin_tests::free_port();
+    async fn start(env: &[(&str, String)]) -> Self {
         let mut env = env.to_vec();
-        env.push(("INGEST_LISTEN", format!("127.0.0.1:{port}")));
-        let child = ingest(&env)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starts");
-        let base = format!("http://127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if reqwest::blocking::get(format!("{base}/healthz")).is_ok_and(|r| r.status() == 200) {
-                return Self { child, base };
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        env.push(("INGEST_LISTEN", "127.0.0.1:0".into()));
+        env.push(("INGEST_LOG_FORMAT", "json".into()));
+        let (service, base) = process::start_ingest(&env).await;
+        Self {
+            _service: service,
+            base,
         }
-        panic!("ingest did not become healthy");
     }
 
-    fn post_event(&self, key: &str) -> u16 {
-        reqwest::blocking::Client::new()
-            .post(format!("{}/v1/events", self.base))
-            .bearer_auth(key)
-            .json(&json!({ "channelName": "cli", "title": "from the binary" }))
-            .send()
-            .expect("sent")
-            .status()
-            .as_u16()
+    async fn post_event(&self, key: &str) -> u16 {
+        let body = json!({ "channelName": "cli", "title": "from the binary" });
+        process::post(&self.base, "/v1/events", key, &body).await.0
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[test]
-fn keys_made_while_the_server_runs_work_at_once_and_revocation_is_immediate() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_made_while_the_server_runs_work_at_once_and_revocation_is_immediate() {
     let dir = tempfile::tempdir().expect("temp dir");
     let env = embedded(dir.path());
-    let server = Server::start(&env);
+    let server = Server::start(&env).await;
     let created = run(
         &env,
         &["keys", "create", "--org", "acme", "--project", "web"],
     );
     let key = stdout(&created).trim().to_owned();
-    assert_eq!(server.post_event(&key), 201);
+    assert_eq!(server.post_event(&key).await, 201);
     let listed = run(&env, &["keys", "list", "--json"]);
     let id =
         serde_json::from_str::<serde_json::Value>(stdout(&listed).lines().next().expect("a key"))
@@ -274,15 +237,15 @@ fn keys_made_while_the_server_runs_work_at_once_and_revocation_is_immediate() {
             .expect("id")
             .to_owned();
     assert!(run(&env, &["keys", "revoke", &id]).status.success());
-    assert_eq!(server.post_event(&key), 401);
+    assert_eq!(server.post_event(&key).await, 401);
 }
 
-// SIGTERM on the binary: tests/e2e/shutdown.rs.
+// SIGTERM on the binary: shutdown.rs.
 
-#[test]
-fn healthcheck_exits_zero_only_while_the_server_is_ready() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthcheck_exits_zero_only_while_the_server_is_ready() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let server = Server::start(&embedded(dir.path()));
+    let server = Server::start(&embedded(dir.path())).await;
     let mut env = embedded(dir.path());
     env.push((
         "INGEST_LISTEN",

@@ -1,0 +1,9 @@
+//! The tier that runs the built `ingest` and `notifier` binaries as
+//! processes (tests/process.rs): the command line, what reaches the logs,
+//! SIGTERM, and kill -9 mid-burst. Build them first:
+//! `cargo build --workspace && cargo test -p tocsin-tests --test binaries`.
+
+mod cli;
+mod faults;
+mod logs;
+mod shutdown;

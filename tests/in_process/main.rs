@@ -1,0 +1,22 @@
+//! The fast tier of the end-to-end tests: ingest and the notifier built
+//! in-process by the test library, on a random port, against a real SQLite
+//! file, a real MongoDB-compatible server and the real RabbitMQ. Nothing
+//! beyond those servers is needed: `cargo test -p tocsin-tests --test
+//! in_process`.
+
+mod auth;
+mod connections;
+mod devices;
+mod errors;
+mod events;
+mod idempotency;
+mod identify;
+mod metrics;
+mod notify;
+mod openapi;
+mod protocol;
+mod queue_contract;
+mod rate_limit;
+mod recovery;
+mod store_contract;
+mod validation;

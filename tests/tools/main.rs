@@ -1,0 +1,9 @@
+//! The tier that needs outside tools, installed by
+//! `scripts/install-test-tools`: headless Chromium, docker-compose, the
+//! Python OpenAPI 3.1 validator and schemathesis.
+//! `cargo test -p tocsin-tests --test tools`.
+
+mod deploy;
+mod docs;
+mod fuzz;
+mod openapi;
