@@ -70,9 +70,9 @@ pub(super) fn key_from_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
     })
 }
 
-pub(super) const EVENT_COLUMNS: &str = "id, org, project, channel_name, title, description, icon, tags, \
-                             metadata, user_id, notify, source, created_at, notification_state, request_id, \
-                             notification_due_ms";
+pub(super) const EVENT_COLUMNS: &str = "id, org, project, channel_name, title, description, icon, \
+     tags, metadata, user_id, notify, source, created_at, notification_state, request_id, \
+     notification_due_ms";
 
 pub(super) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
     Ok(Event {
@@ -100,8 +100,8 @@ pub(super) fn parse_enum<T>(s: &str, parse: fn(&str) -> Option<T>) -> rusqlite::
     })
 }
 
-pub(super) const DEVICE_COLUMNS: &str = "id, org, project, token, environment, name, channels, active, \
-                              deactivated_reason, created_at, updated_at";
+pub(super) const DEVICE_COLUMNS: &str = "id, org, project, token, environment, name, channels, \
+     active, deactivated_reason, created_at, updated_at";
 
 pub(super) fn device_from_row(r: &Row<'_>) -> rusqlite::Result<Device> {
     Ok(Device {

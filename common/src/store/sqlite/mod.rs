@@ -111,4 +111,28 @@ mod tests {
             assert_eq!(level, pragma, "{setting:?}");
         }
     }
+
+    #[tokio::test]
+    async fn a_file_that_cannot_be_created_is_unavailable_and_keeps_the_os_error() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let not_a_dir = dir.path().join("file");
+        std::fs::write(&not_a_dir, "").expect("write");
+        let Err(error) = SqliteStore::open(&not_a_dir.join("t.sqlite3")).await else {
+            panic!("a database under a plain file opened");
+        };
+        assert!(
+            error
+                .to_string()
+                .starts_with("store unavailable: cannot create"),
+            "{error}"
+        );
+        let StoreError::Unavailable(cause) = &error else {
+            panic!("not unavailable: {error:?}");
+        };
+        assert!(
+            cause.downcast_ref::<std::io::Error>().is_some(),
+            "{cause:?}"
+        );
+        assert!(std::error::Error::source(&error).is_some());
+    }
 }
