@@ -177,7 +177,7 @@ impl ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Unavailable(cause) => Self::Unavailable(cause),
+            StoreError::Unavailable(cause) => Self::Unavailable(format!("{cause:#}")),
             StoreError::Backend(cause) => Self::Internal(cause),
         }
     }
@@ -235,7 +235,7 @@ mod tests {
 
     #[test]
     fn store_failures_map_to_503_or_500() {
-        let unavailable = ApiError::from(StoreError::Unavailable("timeout".into()));
+        let unavailable = ApiError::from(StoreError::unavailable("timeout"));
         assert_eq!(unavailable.status(), StatusCode::SERVICE_UNAVAILABLE);
         let broken = ApiError::from(StoreError::Backend(anyhow::anyhow!("bad document")));
         assert_eq!(broken.status(), StatusCode::INTERNAL_SERVER_ERROR);

@@ -17,23 +17,23 @@ use super::{
 
 /// Wraps a store; every call fails with [`StoreError::Unavailable`] once
 /// `limit` has passed.
-pub struct Deadline {
+pub(super) struct Deadline {
     inner: Arc<dyn Store>,
     limit: Duration,
 }
 
 impl Deadline {
-    pub fn new(inner: Arc<dyn Store>, limit: Duration) -> Self {
+    pub(super) fn new(inner: Arc<dyn Store>, limit: Duration) -> Self {
         Self { inner, limit }
     }
 
     async fn within<T>(&self, call: impl Future<Output = StoreResult<T>>) -> StoreResult<T> {
         match tokio::time::timeout(self.limit, call).await {
             Ok(result) => result,
-            Err(_) => Err(StoreError::Unavailable(format!(
-                "no answer within {} ms",
-                self.limit.as_millis()
-            ))),
+            Err(elapsed) => Err(StoreError::Unavailable(
+                anyhow::Error::new(elapsed)
+                    .context(format!("no answer within {} ms", self.limit.as_millis())),
+            )),
         }
     }
 }

@@ -21,7 +21,7 @@ use super::{DeliveryClaim, DeliveryState};
 
 /// What the store holds about a delivery, as far as claiming goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Held {
+pub(super) struct Held {
     pub state: DeliveryState,
     pub attempts: u32,
     pub lease_until: DateTime<Utc>,
@@ -45,7 +45,7 @@ impl ClaimRequest {
 
 /// What the store must do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub(super) enum Decision {
     /// Write the claim (state `sending`, `attempts` = `attempt`, the lease),
     /// conditional on the record still being what was read.
     Take {
@@ -76,7 +76,7 @@ impl Decision {
 }
 
 /// Applies the rule to what is held (`None`: no record yet).
-pub fn decide(held: Option<Held>, request: &ClaimRequest) -> Decision {
+pub(super) fn decide(held: Option<Held>, request: &ClaimRequest) -> Decision {
     let Some(held) = held else {
         return Decision::Take {
             attempt: 1,
@@ -107,7 +107,7 @@ pub fn decide(held: Option<Held>, request: &ClaimRequest) -> Decision {
 }
 
 /// The error recorded on a delivery given up by [`Decision::GiveUp`].
-pub fn gave_up_reason(attempts: u32) -> String {
+pub(super) fn gave_up_reason(attempts: u32) -> String {
     format!("gave up after {attempts} attempts without an outcome (the workers stopped mid-send)")
 }
 

@@ -3,6 +3,7 @@
 //! SQLite file for single-binary use. One contract test suite
 //! (`tests/in_process/store_contract.rs`) runs against both.
 
+mod by_aggregate;
 mod deadline;
 pub mod lease;
 mod model;
@@ -16,25 +17,33 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-pub use self::{
-    deadline::Deadline,
-    model::{
-        ApiKey, ApnsEnvironment, Delivery, DeliveryClaim, DeliveryState, Device,
-        DeviceRegistration, Event, IdempotencyBegin, Identity, Inserted, NotificationState, Scope,
-        StoredResponse,
-    },
+use self::deadline::Deadline;
+pub use self::model::{
+    ApiKey, ApnsEnvironment, Delivery, DeliveryClaim, DeliveryState, Device, DeviceRegistration,
+    Event, IdempotencyBegin, Identity, Inserted, NotificationState, Scope, StoredResponse,
 };
 
 /// Why a store call failed. Callers map `Unavailable` to 503 and everything
 /// else to an opaque 500; the cause is kept for the log.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The store could not be reached or did not answer before the deadline.
+    /// The store could not be reached, did not answer before the deadline,
+    /// or is too contended to answer now: worth retrying. The error says
+    /// what failed and keeps the driver's error as its source.
     #[error("store unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(#[source] anyhow::Error),
     /// The store answered with an error that is not the caller's fault.
     #[error("store error: {0}")]
     Backend(#[from] anyhow::Error),
+}
+
+impl StoreError {
+    /// `Unavailable` with no underlying error to keep (contention, a test).
+    pub fn unavailable(
+        message: impl std::fmt::Display + std::fmt::Debug + Send + Sync + 'static,
+    ) -> Self {
+        Self::Unavailable(anyhow::Error::msg(message))
+    }
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -151,7 +160,7 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<bool>;
 
     /// Claims the delivery of an event to a device before sending it, as a
-    /// lease (the rule is [`lease::decide`], applied atomically).
+    /// lease (the rule of [`lease`], applied atomically).
     async fn claim_delivery(
         &self,
         scope: &Scope,
@@ -206,7 +215,7 @@ pub enum SqliteSync {
 }
 
 impl SqliteSync {
-    pub fn as_str(self) -> &'static str {
+    fn as_str(self) -> &'static str {
         match self {
             Self::Normal => "NORMAL",
             Self::Full => "FULL",

@@ -285,7 +285,7 @@ pub enum IdempotencyBegin {
 /// Merges an identify call into what was stored: new property keys overwrite,
 /// aliases are a set union in first-seen order. Shared by every backend so
 /// they cannot disagree.
-pub fn merge_identity_fields(
+pub(super) fn merge_identity_fields(
     properties: &mut Map<String, Value>,
     aliases: &mut Vec<String>,
     new_properties: Map<String, Value>,

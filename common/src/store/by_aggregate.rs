@@ -1,0 +1,186 @@
+//! The table of contents of a store split by aggregate: which module answers
+//! each [`Store`](super::Store) method. Both the MongoDB and the SQLite
+//! store are laid out the same way (`keys`, `events`, `identities`,
+//! `idempotency`, `devices`, `deliveries`, and a `round_trip` beside the
+//! connection), so one table serves both instead of two trait impls that
+//! differ only in the type's name. A backend that lacks a function fails to
+//! compile, naming it.
+
+/// Implements `Store` for `$store`, every method one call into the module
+/// of its aggregate, resolved where the macro is invoked (the store's
+/// `mod.rs`). Each function takes the store first, then the method's
+/// arguments unchanged.
+macro_rules! impl_store_by_aggregate {
+    ($store:ty) => {
+        // A block of its own, so these imports do not leak into the module.
+        const _: () = {
+            use std::time::Duration;
+
+            use chrono::{DateTime, Utc};
+            use serde_json::{Map, Value};
+            use uuid::Uuid;
+
+            use $crate::store::{
+                ApiKey, Delivery, DeliveryClaim, Device, DeviceRegistration, Event,
+                IdempotencyBegin, Identity, Inserted, NotificationState, Scope, Store, StoreResult,
+                StoredResponse, lease::ClaimRequest,
+            };
+
+            #[async_trait::async_trait]
+            impl Store for $store {
+                async fn ping(&self) -> StoreResult<()> {
+                    round_trip(self).await
+                }
+
+                async fn insert_api_key(&self, key: &ApiKey) -> StoreResult<()> {
+                    keys::insert(self, key).await
+                }
+                async fn find_api_key_by_hash(&self, hash: &str) -> StoreResult<Option<ApiKey>> {
+                    keys::find_by_hash(self, hash).await
+                }
+                async fn list_api_keys(&self) -> StoreResult<Vec<ApiKey>> {
+                    keys::list(self).await
+                }
+                async fn revoke_api_key(&self, id: Uuid, at: DateTime<Utc>) -> StoreResult<bool> {
+                    keys::revoke(self, id, at).await
+                }
+
+                async fn insert_event(&self, event: &Event) -> StoreResult<Inserted> {
+                    events::insert(self, event).await
+                }
+                async fn get_event(&self, scope: &Scope, id: Uuid) -> StoreResult<Option<Event>> {
+                    events::get(self, scope, id).await
+                }
+                async fn count_events(&self, scope: &Scope) -> StoreResult<u64> {
+                    events::count(self, scope).await
+                }
+                async fn list_channels(&self, scope: &Scope) -> StoreResult<Vec<String>> {
+                    events::list_channels(self, scope).await
+                }
+                async fn set_notification_state(
+                    &self,
+                    scope: &Scope,
+                    event_id: Uuid,
+                    from: &[NotificationState],
+                    to: NotificationState,
+                    due: Option<DateTime<Utc>>,
+                ) -> StoreResult<bool> {
+                    events::set_notification_state(self, scope, event_id, from, to, due).await
+                }
+                async fn events_due(
+                    &self,
+                    states: &[NotificationState],
+                    due_before: DateTime<Utc>,
+                    after: Option<Uuid>,
+                    limit: u32,
+                ) -> StoreResult<Vec<Event>> {
+                    events::due(self, states, due_before, after, limit).await
+                }
+                async fn count_in_notification_state(
+                    &self,
+                    state: NotificationState,
+                ) -> StoreResult<u64> {
+                    events::count_in_notification_state(self, state).await
+                }
+
+                async fn merge_identity(
+                    &self,
+                    scope: &Scope,
+                    user_id: &str,
+                    properties: Map<String, Value>,
+                    aliases: Vec<String>,
+                    now: DateTime<Utc>,
+                ) -> StoreResult<Identity> {
+                    identities::merge(self, scope, user_id, properties, aliases, now).await
+                }
+
+                async fn begin_idempotent(
+                    &self,
+                    scope: &Scope,
+                    key: &str,
+                    fingerprint: &str,
+                    resource: Uuid,
+                    now: DateTime<Utc>,
+                    ttl: Duration,
+                    lock_timeout: Duration,
+                ) -> StoreResult<IdempotencyBegin> {
+                    idempotency::begin(
+                        self,
+                        scope,
+                        key,
+                        fingerprint,
+                        resource,
+                        now,
+                        ttl,
+                        lock_timeout,
+                    )
+                    .await
+                }
+                async fn complete_idempotent(
+                    &self,
+                    scope: &Scope,
+                    key: &str,
+                    response: &StoredResponse,
+                ) -> StoreResult<()> {
+                    idempotency::complete(self, scope, key, response).await
+                }
+                async fn release_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()> {
+                    idempotency::release(self, scope, key).await
+                }
+                async fn abandon_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()> {
+                    idempotency::abandon(self, scope, key).await
+                }
+
+                async fn upsert_device(
+                    &self,
+                    scope: &Scope,
+                    registration: &DeviceRegistration,
+                    now: DateTime<Utc>,
+                ) -> StoreResult<(Device, bool)> {
+                    devices::upsert(self, scope, registration, now).await
+                }
+                async fn list_devices(&self, scope: &Scope) -> StoreResult<Vec<Device>> {
+                    devices::list(self, scope).await
+                }
+                async fn delete_device(&self, scope: &Scope, id: Uuid) -> StoreResult<bool> {
+                    devices::delete(self, scope, id).await
+                }
+                async fn deactivate_device(
+                    &self,
+                    scope: &Scope,
+                    id: Uuid,
+                    reason: &str,
+                    now: DateTime<Utc>,
+                ) -> StoreResult<bool> {
+                    devices::deactivate(self, scope, id, reason, now).await
+                }
+
+                async fn claim_delivery(
+                    &self,
+                    scope: &Scope,
+                    event_id: Uuid,
+                    device_id: Uuid,
+                    request: &ClaimRequest,
+                ) -> StoreResult<DeliveryClaim> {
+                    deliveries::claim(self, scope, event_id, device_id, request).await
+                }
+                async fn finish_delivery(
+                    &self,
+                    scope: &Scope,
+                    delivery: &Delivery,
+                ) -> StoreResult<bool> {
+                    deliveries::finish(self, scope, delivery).await
+                }
+                async fn list_deliveries(
+                    &self,
+                    scope: &Scope,
+                    event_id: Uuid,
+                ) -> StoreResult<Vec<Delivery>> {
+                    deliveries::list(self, scope, event_id).await
+                }
+            }
+        };
+    };
+}
+
+pub(super) use impl_store_by_aggregate;

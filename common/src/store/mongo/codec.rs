@@ -1,0 +1,312 @@
+//! Records to BSON documents and back: the only place that knows field names
+//! and BSON types. JSON values (event metadata, identity properties) are
+//! converted by hand so that no client input can make a write fail, and keys
+//! BSON cannot hold are escaped.
+
+use chrono::{DateTime, Utc};
+use mongodb::bson::{self, Bson, Document, doc};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use crate::store::{
+    ApiKey, ApnsEnvironment, Delivery, DeliveryState, Device, Event, Identity, NotificationState,
+    Scope, StoreError, StoreResult,
+};
+
+/// A stored document that does not read back as its record.
+pub(super) fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(anyhow::anyhow!("unreadable {what} document: {e}"))
+}
+
+/// The filter every scoped query starts from.
+pub(super) fn scope_filter(scope: &Scope) -> Document {
+    doc! { "org": &scope.org, "project": &scope.project }
+}
+
+pub(super) fn date(t: &DateTime<Utc>) -> bson::DateTime {
+    bson::DateTime::from_chrono(*t)
+}
+
+pub(super) fn opt_str(d: &Document, key: &str) -> Option<String> {
+    d.get_str(key).ok().map(str::to_owned)
+}
+
+pub(super) fn state_names(states: &[NotificationState]) -> Vec<&'static str> {
+    states.iter().map(|s| s.as_str()).collect()
+}
+
+/// JSON → BSON without the serializer's failure modes: integers that do not
+/// fit i64 become doubles instead of an error, so no client input can make a
+/// write fail.
+fn to_bson(v: &Value) -> Bson {
+    match v {
+        Value::Null => Bson::Null,
+        Value::Bool(b) => Bson::Boolean(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Bson::Int64(i),
+            None => Bson::Double(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => Bson::String(s.clone()),
+        Value::Array(a) => Bson::Array(a.iter().map(to_bson).collect()),
+        Value::Object(o) => Bson::Document(to_document(o)),
+    }
+}
+
+pub(super) fn to_document(map: &Map<String, Value>) -> Document {
+    map.iter()
+        .map(|(k, v)| (encode_key(k), to_bson(v)))
+        .collect()
+}
+
+/// Escapes the characters BSON cannot hold in a key. Keys are C strings, so
+/// a client's key containing NUL (valid JSON, and fine in SQLite) would
+/// make the driver refuse the whole write; escaped, it round-trips, and
+/// both stores give the same answer. U+FFFF (a noncharacter) is the escape:
+/// NUL becomes U+FFFF '0' and U+FFFF itself U+FFFF '1', so every key maps
+/// to one stored key and back. Keys without either are stored as they are.
+const KEY_ESCAPE: char = '\u{FFFF}';
+
+fn encode_key(key: &str) -> String {
+    if !key.contains(['\0', KEY_ESCAPE]) {
+        return key.to_owned();
+    }
+    let mut out = String::with_capacity(key.len() + 4);
+    for c in key.chars() {
+        match c {
+            '\0' => out.extend([KEY_ESCAPE, '0']),
+            KEY_ESCAPE => out.extend([KEY_ESCAPE, '1']),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn decode_key(key: &str) -> String {
+    if !key.contains(KEY_ESCAPE) {
+        return key.to_owned();
+    }
+    let mut out = String::with_capacity(key.len());
+    let mut chars = key.chars();
+    while let Some(c) = chars.next() {
+        match (c, c == KEY_ESCAPE) {
+            (_, true) => match chars.next() {
+                Some('0') => out.push('\0'),
+                // '1', or a lone escape written before escaping existed.
+                Some('1') | None => out.push(KEY_ESCAPE),
+                Some(other) => out.extend([KEY_ESCAPE, other]),
+            },
+            (c, false) => out.push(c),
+        }
+    }
+    out
+}
+
+fn to_json(b: &Bson) -> Value {
+    match b {
+        Bson::Null | Bson::Undefined => Value::Null,
+        Bson::Boolean(v) => Value::Bool(*v),
+        Bson::Int32(i) => Value::from(*i),
+        Bson::Int64(i) => Value::from(*i),
+        Bson::Double(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
+        Bson::String(s) => Value::String(s.clone()),
+        Bson::Array(a) => Value::Array(a.iter().map(to_json).collect()),
+        Bson::Document(d) => Value::Object(from_document(d)),
+        other => other.clone().into_relaxed_extjson(),
+    }
+}
+
+fn from_document(d: &Document) -> Map<String, Value> {
+    d.iter().map(|(k, v)| (decode_key(k), to_json(v))).collect()
+}
+
+pub(super) fn key_to_doc(k: &ApiKey) -> Document {
+    doc! {
+        "_id": k.id.to_string(),
+        "name": k.name.clone(),
+        "org": &k.scope.org,
+        "project": &k.scope.project,
+        "hash": &k.hash,
+        "prefix": &k.prefix,
+        "rateLimit": k.rate_limit.map(i64::from),
+        "createdAt": date(&k.created_at),
+        "revokedAt": k.revoked_at.as_ref().map(date),
+    }
+}
+
+pub(super) fn key_from_doc(d: &Document) -> StoreResult<ApiKey> {
+    let parse = || -> anyhow::Result<ApiKey> {
+        Ok(ApiKey {
+            id: Uuid::parse_str(d.get_str("_id")?)?,
+            name: opt_str(d, "name"),
+            scope: Scope::new(d.get_str("org")?, d.get_str("project")?),
+            hash: d.get_str("hash")?.to_owned(),
+            prefix: d.get_str("prefix")?.to_owned(),
+            rate_limit: d.get_i64("rateLimit").ok().map(u32::try_from).transpose()?,
+            created_at: d.get_datetime("createdAt")?.to_chrono(),
+            revoked_at: d.get_datetime("revokedAt").ok().map(|t| t.to_chrono()),
+        })
+    };
+    parse().map_err(|e| corrupt("api key", e))
+}
+
+pub(super) fn event_to_doc(e: &Event) -> Document {
+    doc! {
+        "_id": e.id.to_string(),
+        "org": &e.scope.org,
+        "project": &e.scope.project,
+        "channelName": &e.channel_name,
+        "title": &e.title,
+        "description": e.description.clone(),
+        "icon": e.icon.clone(),
+        "tags": e.tags.clone(),
+        "metadata": to_document(&e.metadata),
+        "userId": e.user_id.clone(),
+        "notify": e.notify,
+        "source": e.source.clone(),
+        "createdAt": date(&e.created_at),
+        "notification": e.notification.as_str(),
+        "requestId": e.request_id.clone(),
+        "notificationDueAt": e.notification_due_at.as_ref().map(date),
+    }
+}
+
+pub(super) fn event_from_doc(d: &Document) -> StoreResult<Event> {
+    let parse = || -> anyhow::Result<Event> {
+        Ok(Event {
+            id: Uuid::parse_str(d.get_str("_id")?)?,
+            scope: Scope::new(d.get_str("org")?, d.get_str("project")?),
+            channel_name: d.get_str("channelName")?.to_owned(),
+            title: d.get_str("title")?.to_owned(),
+            description: opt_str(d, "description"),
+            icon: opt_str(d, "icon"),
+            tags: d
+                .get_array("tags")?
+                .iter()
+                .map(|t| t.as_str().map(str::to_owned))
+                .collect::<Option<_>>()
+                .ok_or_else(|| anyhow::anyhow!("a tag is not a string"))?,
+            metadata: from_document(d.get_document("metadata")?),
+            user_id: opt_str(d, "userId"),
+            notify: d.get_bool("notify")?,
+            source: opt_str(d, "source"),
+            created_at: d.get_datetime("createdAt")?.to_chrono(),
+            notification: NotificationState::parse(d.get_str("notification")?)
+                .ok_or_else(|| anyhow::anyhow!("unknown notification state"))?,
+            request_id: opt_str(d, "requestId"),
+            notification_due_at: d
+                .get_datetime("notificationDueAt")
+                .ok()
+                .map(|t| t.to_chrono()),
+        })
+    };
+    parse().map_err(|e| corrupt("event", e))
+}
+
+pub(super) fn device_to_doc(d: &Device) -> Document {
+    doc! {
+        "_id": d.id.to_string(),
+        "org": &d.scope.org,
+        "project": &d.scope.project,
+        "token": &d.token,
+        "environment": d.environment.as_str(),
+        "name": d.name.clone(),
+        "channels": d.channels.clone(),
+        "active": d.active,
+        "deactivatedReason": d.deactivated_reason.clone(),
+        "createdAt": date(&d.created_at),
+        "updatedAt": date(&d.updated_at),
+    }
+}
+
+fn strings(d: &Document, key: &str) -> anyhow::Result<Option<Vec<String>>> {
+    match d.get(key) {
+        None | Some(Bson::Null) => Ok(None),
+        Some(Bson::Array(items)) => items
+            .iter()
+            .map(|i| i.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .map(Some)
+            .ok_or_else(|| anyhow::anyhow!("{key} holds a non-string")),
+        Some(_) => anyhow::bail!("{key} is not an array"),
+    }
+}
+
+pub(super) fn device_from_doc(d: &Document) -> StoreResult<Device> {
+    let parse = || -> anyhow::Result<Device> {
+        Ok(Device {
+            id: Uuid::parse_str(d.get_str("_id")?)?,
+            scope: Scope::new(d.get_str("org")?, d.get_str("project")?),
+            token: d.get_str("token")?.to_owned(),
+            environment: ApnsEnvironment::parse(d.get_str("environment")?)
+                .ok_or_else(|| anyhow::anyhow!("unknown environment"))?,
+            name: opt_str(d, "name"),
+            channels: strings(d, "channels")?,
+            active: d.get_bool("active")?,
+            deactivated_reason: opt_str(d, "deactivatedReason"),
+            created_at: d.get_datetime("createdAt")?.to_chrono(),
+            updated_at: d.get_datetime("updatedAt")?.to_chrono(),
+        })
+    };
+    parse().map_err(|e| corrupt("device", e))
+}
+
+pub(super) fn delivery_from_doc(d: &Document) -> StoreResult<Delivery> {
+    let parse = || -> anyhow::Result<Delivery> {
+        Ok(Delivery {
+            event_id: Uuid::parse_str(d.get_str("eventId")?)?,
+            device_id: Uuid::parse_str(d.get_str("deviceId")?)?,
+            state: DeliveryState::parse(d.get_str("state")?)
+                .ok_or_else(|| anyhow::anyhow!("unknown delivery state"))?,
+            attempts: u32::try_from(d.get_i64("attempts")?)?,
+            error: opt_str(d, "error"),
+            apns_id: opt_str(d, "apnsId"),
+            updated_at: d.get_datetime("updatedAt")?.to_chrono(),
+            lease_until: d.get_datetime("leaseUntil").ok().map(|t| t.to_chrono()),
+        })
+    };
+    parse().map_err(|e| corrupt("delivery", e))
+}
+
+/// An identity and the version its optimistic-concurrency check compares.
+pub(super) fn identity_from_doc(d: &Document) -> StoreResult<(Identity, i64)> {
+    let parse = || -> anyhow::Result<(Identity, i64)> {
+        let identity = Identity {
+            user_id: d.get_str("userId")?.to_owned(),
+            properties: from_document(d.get_document("properties")?),
+            aliases: d
+                .get_array("aliases")?
+                .iter()
+                .filter_map(|a| a.as_str().map(str::to_owned))
+                .collect(),
+            created_at: d.get_datetime("createdAt")?.to_chrono(),
+            updated_at: d.get_datetime("updatedAt")?.to_chrono(),
+        };
+        Ok((identity, d.get_i64("version")?))
+    };
+    parse().map_err(|e| corrupt("identity", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_bson_cannot_hold_round_trip_through_the_escape() {
+        for key in [
+            "plain",
+            "a\0b",
+            "\0",
+            "\u{FFFF}",
+            "\u{FFFF}0",
+            "x\u{FFFF}1\0\u{FFFF}",
+            "$ref",
+            "a.b",
+            "",
+        ] {
+            let stored = encode_key(key);
+            assert!(!stored.contains('\0'), "{key:?} -> {stored:?}");
+            assert_eq!(decode_key(&stored), key, "{key:?} -> {stored:?}");
+        }
+        assert_eq!(encode_key("plain"), "plain");
+    }
+}

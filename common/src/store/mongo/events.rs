@@ -1,0 +1,143 @@
+//! Events, the channels their first event creates, and the notification
+//! state the outbox relay works from.
+
+use chrono::{DateTime, Utc};
+use mongodb::bson::{Bson, doc};
+use uuid::Uuid;
+
+use super::{
+    MongoStore, classify,
+    codec::{date, event_from_doc, event_to_doc, opt_str, scope_filter, state_names},
+    find_all, is_duplicate_key,
+};
+use crate::store::{Event, Inserted, NotificationState, Scope, StoreError, StoreResult};
+
+pub(super) async fn insert(store: &MongoStore, event: &Event) -> StoreResult<Inserted> {
+    let mut channel = scope_filter(&event.scope);
+    channel.insert("name", &event.channel_name);
+    let created = store
+        .channels()
+        .update_one(
+            channel,
+            doc! { "$setOnInsert": { "createdAt": date(&event.created_at) } },
+        )
+        .upsert(true)
+        .await;
+    match created {
+        // Two first events racing to create one channel: the loser's
+        // upsert hits the unique index, and the channel exists either way.
+        Err(e) if !is_duplicate_key(&e) => return Err(classify(e)),
+        _ => {}
+    }
+    match store.events().insert_one(event_to_doc(event)).await {
+        Ok(_) => Ok(Inserted::New),
+        Err(e) if is_duplicate_key(&e) => {
+            let existing = store
+                .events()
+                .find_one(doc! { "_id": event.id.to_string() })
+                .await
+                .map_err(classify)?
+                .ok_or_else(|| {
+                    StoreError::Backend(anyhow::anyhow!("event {} vanished", event.id))
+                })?;
+            Ok(Inserted::Existing(Box::new(event_from_doc(&existing)?)))
+        }
+        Err(e) => Err(classify(e)),
+    }
+}
+
+pub(super) async fn get(store: &MongoStore, scope: &Scope, id: Uuid) -> StoreResult<Option<Event>> {
+    let mut filter = scope_filter(scope);
+    filter.insert("_id", id.to_string());
+    store
+        .events()
+        .find_one(filter)
+        .await
+        .map_err(classify)?
+        .as_ref()
+        .map(event_from_doc)
+        .transpose()
+}
+
+pub(super) async fn count(store: &MongoStore, scope: &Scope) -> StoreResult<u64> {
+    store
+        .events()
+        .count_documents(scope_filter(scope))
+        .await
+        .map_err(classify)
+}
+
+pub(super) async fn list_channels(store: &MongoStore, scope: &Scope) -> StoreResult<Vec<String>> {
+    let docs = find_all(
+        &store.channels(),
+        scope_filter(scope),
+        doc! { "createdAt": 1, "name": 1 },
+        None,
+    )
+    .await?;
+    Ok(docs.iter().filter_map(|d| opt_str(d, "name")).collect())
+}
+
+pub(super) async fn set_notification_state(
+    store: &MongoStore,
+    scope: &Scope,
+    event_id: Uuid,
+    from: &[NotificationState],
+    to: NotificationState,
+    due: Option<DateTime<Utc>>,
+) -> StoreResult<bool> {
+    let mut filter = scope_filter(scope);
+    filter.insert("_id", event_id.to_string());
+    filter.insert("notification", doc! { "$in": state_names(from) });
+    let result = store
+        .events()
+        .update_one(
+            filter,
+            doc! { "$set": {
+                "notification": to.as_str(),
+                "notificationDueAt": due.as_ref().map(date),
+            }},
+        )
+        .await
+        .map_err(classify)?;
+    Ok(result.matched_count == 1)
+}
+
+pub(super) async fn due(
+    store: &MongoStore,
+    states: &[NotificationState],
+    due_before: DateTime<Utc>,
+    after: Option<Uuid>,
+    limit: u32,
+) -> StoreResult<Vec<Event>> {
+    let mut filter = doc! {
+        "notification": { "$in": state_names(states) },
+        // Events written before due times existed have none: due now.
+        "$or": [
+            { "notificationDueAt": { "$lte": date(&due_before) } },
+            { "notificationDueAt": Bson::Null },
+        ],
+    };
+    if let Some(after) = after {
+        filter.insert("_id", doc! { "$gt": after.to_string() });
+    }
+    let docs = find_all(
+        &store.events(),
+        filter,
+        doc! { "_id": 1 },
+        Some(i64::from(limit)),
+    )
+    .await?;
+    docs.iter().map(event_from_doc).collect()
+}
+
+pub(super) async fn count_in_notification_state(
+    store: &MongoStore,
+    state: NotificationState,
+) -> StoreResult<u64> {
+    store
+        .events()
+        .count_documents(doc! { "notification": state.as_str() })
+        .await
+        .map_err(classify)
+}

@@ -1,0 +1,176 @@
+//! Idempotency keys: a claim per (scope, key) made by a unique index,
+//! replays of completed requests, and take-overs of claims whose request
+//! died. Records expire through a TTL index, and are also checked for age
+//! here because the TTL monitor runs only once a minute.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use mongodb::bson::{self, Bson, doc, spec::BinarySubtype};
+use uuid::Uuid;
+
+use super::{
+    MAX_ATTEMPTS, MongoStore, classify,
+    codec::{corrupt, date, opt_str, scope_filter},
+    is_duplicate_key,
+};
+use crate::store::{IdempotencyBegin, Scope, StoreError, StoreResult, StoredResponse};
+
+// The trait's arguments, plus the store.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn begin(
+    store: &MongoStore,
+    scope: &Scope,
+    key: &str,
+    fingerprint: &str,
+    resource: Uuid,
+    now: DateTime<Utc>,
+    ttl: Duration,
+    lock_timeout: Duration,
+) -> StoreResult<IdempotencyBegin> {
+    let mut id = scope_filter(scope);
+    id.insert("key", key);
+    let expired_before = now - ttl;
+    let stale_before = now - lock_timeout;
+    let mut fresh = id.clone();
+    fresh.insert("fingerprint", fingerprint);
+    fresh.insert("status", Bson::Null);
+    fresh.insert("createdAt", date(&now));
+    fresh.insert("lockedAt", date(&now));
+    fresh.insert("resourceId", resource.to_string());
+    for _ in 0..MAX_ATTEMPTS {
+        match store.idempotency().insert_one(fresh.clone()).await {
+            Ok(_) => return Ok(IdempotencyBegin::Started { resource }),
+            Err(e) if !is_duplicate_key(&e) => return Err(classify(e)),
+            Err(_) => {}
+        }
+        let Some(existing) = store
+            .idempotency()
+            .find_one(id.clone())
+            .await
+            .map_err(classify)?
+        else {
+            continue; // removed between our insert and read: try again
+        };
+        let created = existing
+            .get_datetime("createdAt")
+            .map_err(|e| corrupt("idempotency", e))?
+            .to_chrono();
+        let locked = existing
+            .get_datetime("lockedAt")
+            .map_err(|e| corrupt("idempotency", e))?
+            .to_chrono();
+        // The TTL monitor runs only once a minute: an expired record is
+        // replaced here rather than trusted.
+        if created < expired_before {
+            let mut guard = id.clone();
+            guard.insert("createdAt", date(&created));
+            let replaced = store
+                .idempotency()
+                .replace_one(guard, fresh.clone())
+                .await
+                .map_err(classify)?;
+            if replaced.matched_count == 1 {
+                return Ok(IdempotencyBegin::Started { resource });
+            }
+            continue;
+        }
+        if existing.get_str("fingerprint").ok() != Some(fingerprint) {
+            return Ok(IdempotencyBegin::Mismatch);
+        }
+        if let Ok(status) = existing.get_i32("status") {
+            let body = match existing.get("body") {
+                Some(Bson::Binary(b)) => b.bytes.clone(),
+                _ => Vec::new(),
+            };
+            return Ok(IdempotencyBegin::Replay(StoredResponse {
+                status: u16::try_from(status).map_err(|e| corrupt("idempotency", e))?,
+                content_type: opt_str(&existing, "contentType").unwrap_or_default(),
+                body,
+            }));
+        }
+        if locked < stale_before {
+            // Taken over: the id reserved by the first try stays, so
+            // what it may have written is found, not doubled.
+            let reserved = existing
+                .get_str("resourceId")
+                .ok()
+                .and_then(|r| Uuid::parse_str(r).ok())
+                .unwrap_or(resource);
+            let mut guard = id.clone();
+            guard.insert("lockedAt", date(&locked));
+            guard.insert("status", Bson::Null);
+            let taken = store
+                .idempotency()
+                .update_one(
+                    guard,
+                    doc! { "$set": {
+                        "lockedAt": date(&now),
+                        "resourceId": reserved.to_string(),
+                    }},
+                )
+                .await
+                .map_err(classify)?;
+            if taken.matched_count == 1 {
+                return Ok(IdempotencyBegin::Started { resource: reserved });
+            }
+            continue;
+        }
+        return Ok(IdempotencyBegin::InFlight);
+    }
+    Err(StoreError::unavailable(format!(
+        "idempotency key {key} is contended; try again"
+    )))
+}
+
+pub(super) async fn complete(
+    store: &MongoStore,
+    scope: &Scope,
+    key: &str,
+    response: &StoredResponse,
+) -> StoreResult<()> {
+    let mut id = scope_filter(scope);
+    id.insert("key", key);
+    store
+        .idempotency()
+        .update_one(
+            id,
+            doc! { "$set": {
+                "status": i32::from(response.status),
+                "contentType": &response.content_type,
+                "body": bson::Binary { subtype: BinarySubtype::Generic, bytes: response.body.clone() },
+            }},
+        )
+        .await
+        .map_err(classify)?;
+    Ok(())
+}
+
+pub(super) async fn release(store: &MongoStore, scope: &Scope, key: &str) -> StoreResult<()> {
+    store
+        .idempotency()
+        .delete_one(open_claim(scope, key))
+        .await
+        .map_err(classify)?;
+    Ok(())
+}
+
+pub(super) async fn abandon(store: &MongoStore, scope: &Scope, key: &str) -> StoreResult<()> {
+    store
+        .idempotency()
+        .update_one(
+            open_claim(scope, key),
+            doc! { "$set": { "lockedAt": bson::DateTime::from_millis(0) } },
+        )
+        .await
+        .map_err(classify)?;
+    Ok(())
+}
+
+/// The record of a claim on `key` that has no response yet.
+fn open_claim(scope: &Scope, key: &str) -> bson::Document {
+    let mut id = scope_filter(scope);
+    id.insert("key", key);
+    id.insert("status", Bson::Null);
+    id
+}

@@ -1,0 +1,181 @@
+//! The production store on MongoDB, through the official driver.
+//!
+//! Every write relies on single-document atomicity (unique indexes and
+//! conditional updates), never on multi-document transactions, so it runs on
+//! any MongoDB deployment and on the MongoDB-compatible test server.
+//!
+//! This module owns the connection, the indexes and the sorting of driver
+//! errors; `codec` turns records into documents and back; each aggregate
+//! has its module (`keys`, `events`, `identities`, `idempotency`,
+//! `devices`, `deliveries`), and `Store` is implemented by calling them
+//! (the table is in `super::by_aggregate`).
+
+mod codec;
+mod deliveries;
+mod devices;
+mod events;
+mod idempotency;
+mod identities;
+mod keys;
+
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use mongodb::{
+    Client, Collection, IndexModel,
+    bson::{Document, doc},
+    error::{ErrorKind, WriteFailure},
+    options::{ClientOptions, IndexOptions},
+};
+
+use super::{StoreError, StoreResult, by_aggregate::impl_store_by_aggregate};
+
+/// MongoDB's duplicate key error code.
+const DUPLICATE_KEY: i32 = 11000;
+/// Optimistic-concurrency attempts before a contended write gives up.
+const MAX_ATTEMPTS: usize = 16;
+/// How long idempotency records live before the TTL monitor may remove them.
+const IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+pub struct MongoStore {
+    db: mongodb::Database,
+}
+
+impl MongoStore {
+    /// Connects, and creates every index the store relies on (idempotent).
+    pub async fn connect(uri: &str, database: &str, deadline: Duration) -> StoreResult<Self> {
+        let mut options = ClientOptions::parse(uri).await.map_err(|e| {
+            StoreError::Unavailable(anyhow::Error::new(e).context("invalid MongoDB URI"))
+        })?;
+        options.app_name = Some("tocsin".into());
+        options.server_selection_timeout = Some(deadline);
+        options.connect_timeout = Some(deadline);
+        let client = Client::with_options(options).map_err(classify)?;
+        let store = Self {
+            db: client.database(database),
+        };
+        store.create_indexes().await?;
+        Ok(store)
+    }
+
+    async fn create_indexes(&self) -> StoreResult<()> {
+        let unique = |keys: Document| {
+            IndexModel::builder()
+                .keys(keys)
+                .options(IndexOptions::builder().unique(true).build())
+                .build()
+        };
+        let plain = |keys: Document| IndexModel::builder().keys(keys).build();
+        let expiring = IndexModel::builder()
+            .keys(doc! { "createdAt": 1 })
+            .options(
+                IndexOptions::builder()
+                    .expire_after(IDEMPOTENCY_TTL)
+                    .build(),
+            )
+            .build();
+        let indexes = [
+            (self.keys(), unique(doc! { "hash": 1 })),
+            (
+                self.channels(),
+                unique(doc! { "org": 1, "project": 1, "name": 1 }),
+            ),
+            (
+                self.events(),
+                plain(doc! { "org": 1, "project": 1, "_id": -1 }),
+            ),
+            (self.events(), plain(doc! { "notification": 1, "_id": 1 })),
+            (
+                self.devices(),
+                unique(doc! { "org": 1, "project": 1, "token": 1 }),
+            ),
+            (
+                self.deliveries(),
+                unique(doc! { "eventId": 1, "deviceId": 1 }),
+            ),
+            (
+                self.identities(),
+                unique(doc! { "org": 1, "project": 1, "userId": 1 }),
+            ),
+            (
+                self.idempotency(),
+                unique(doc! { "org": 1, "project": 1, "key": 1 }),
+            ),
+            (self.idempotency(), expiring),
+        ];
+        for (collection, index) in indexes {
+            collection.create_index(index).await.map_err(classify)?;
+        }
+        Ok(())
+    }
+
+    fn keys(&self) -> Collection<Document> {
+        self.db.collection("api_keys")
+    }
+    fn channels(&self) -> Collection<Document> {
+        self.db.collection("channels")
+    }
+    fn events(&self) -> Collection<Document> {
+        self.db.collection("events")
+    }
+    fn identities(&self) -> Collection<Document> {
+        self.db.collection("identities")
+    }
+    fn idempotency(&self) -> Collection<Document> {
+        self.db.collection("idempotency")
+    }
+    fn devices(&self) -> Collection<Document> {
+        self.db.collection("devices")
+    }
+    fn deliveries(&self) -> Collection<Document> {
+        self.db.collection("deliveries")
+    }
+}
+
+impl_store_by_aggregate!(MongoStore);
+
+async fn round_trip(store: &MongoStore) -> StoreResult<()> {
+    store
+        .db
+        .run_command(doc! { "ping": 1 })
+        .await
+        .map_err(classify)?;
+    Ok(())
+}
+
+/// Sorts driver errors into "cannot reach the store" and everything else.
+fn classify(e: mongodb::error::Error) -> StoreError {
+    match e.kind.as_ref() {
+        ErrorKind::ServerSelection { .. }
+        | ErrorKind::Io(_)
+        | ErrorKind::ConnectionPoolCleared { .. }
+        | ErrorKind::DnsResolve { .. } => StoreError::Unavailable(anyhow::Error::new(e)),
+        _ => StoreError::Backend(anyhow::Error::new(e)),
+    }
+}
+
+fn is_duplicate_key(e: &mongodb::error::Error) -> bool {
+    match e.kind.as_ref() {
+        ErrorKind::Write(WriteFailure::WriteError(w)) => w.code == DUPLICATE_KEY,
+        ErrorKind::Command(c) => c.code == DUPLICATE_KEY,
+        _ => false,
+    }
+}
+
+/// Every document matching `filter`, sorted, at most `limit` of them.
+async fn find_all(
+    collection: &Collection<Document>,
+    filter: Document,
+    sort: Document,
+    limit: Option<i64>,
+) -> StoreResult<Vec<Document>> {
+    let mut find = collection.find(filter).sort(sort);
+    if let Some(limit) = limit {
+        find = find.limit(limit);
+    }
+    find.await
+        .map_err(classify)?
+        .try_collect()
+        .await
+        .map_err(classify)
+}

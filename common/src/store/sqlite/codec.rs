@@ -1,0 +1,141 @@
+//! Records to SQL parameters and rows back: timestamps (RFC 3339 text, or
+//! milliseconds where the value is compared), UUIDs and JSON as text, and
+//! each table's column list beside the function that reads it, so the two
+//! cannot drift apart.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::Row;
+use uuid::Uuid;
+
+use crate::store::{
+    ApiKey, ApnsEnvironment, Delivery, DeliveryState, Device, Event, NotificationState, Scope,
+};
+
+/// States as one JSON array parameter, matched with
+/// `notification_state IN (SELECT value FROM json_each(?))`: one fixed,
+/// cacheable statement whatever the number of states.
+pub(super) fn state_list(states: &[NotificationState]) -> String {
+    let names: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
+    serde_json::to_string(&names).expect("a list of names serialises")
+}
+
+pub(super) fn ts(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+pub(super) fn parse_ts(s: &str) -> rusqlite::Result<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+pub(super) fn ms(t: &DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+pub(super) fn from_ms(ms: i64) -> rusqlite::Result<DateTime<Utc>> {
+    DateTime::from_timestamp_millis(ms).ok_or_else(|| {
+        rusqlite::Error::ToSqlConversionFailure(format!("timestamp {ms} out of range").into())
+    })
+}
+
+pub(super) fn parse_uuid(s: &str) -> rusqlite::Result<Uuid> {
+    Uuid::parse_str(s).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+pub(super) fn parse_json<T: serde::de::DeserializeOwned>(s: &str) -> rusqlite::Result<T> {
+    serde_json::from_str(s).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+pub(super) fn to_json<T: serde::Serialize>(v: &T) -> rusqlite::Result<String> {
+    serde_json::to_string(v).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
+}
+
+pub(super) const KEY_COLUMNS: &str =
+    "id, name, org, project, hash, prefix, rate_limit, created_at, revoked_at";
+
+pub(super) fn key_from_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
+    Ok(ApiKey {
+        id: parse_uuid(&r.get::<_, String>(0)?)?,
+        name: r.get(1)?,
+        scope: Scope::new(r.get::<_, String>(2)?, r.get::<_, String>(3)?),
+        hash: r.get(4)?,
+        prefix: r.get(5)?,
+        rate_limit: r.get(6)?,
+        created_at: parse_ts(&r.get::<_, String>(7)?)?,
+        revoked_at: r
+            .get::<_, Option<String>>(8)?
+            .map(|s| parse_ts(&s))
+            .transpose()?,
+    })
+}
+
+pub(super) const EVENT_COLUMNS: &str = "id, org, project, channel_name, title, description, icon, \
+     tags, metadata, user_id, notify, source, created_at, notification_state, request_id, \
+     notification_due_ms";
+
+pub(super) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
+    Ok(Event {
+        id: parse_uuid(&r.get::<_, String>(0)?)?,
+        scope: Scope::new(r.get::<_, String>(1)?, r.get::<_, String>(2)?),
+        channel_name: r.get(3)?,
+        title: r.get(4)?,
+        description: r.get(5)?,
+        icon: r.get(6)?,
+        tags: parse_json(&r.get::<_, String>(7)?)?,
+        metadata: parse_json(&r.get::<_, String>(8)?)?,
+        user_id: r.get(9)?,
+        notify: r.get(10)?,
+        source: r.get(11)?,
+        created_at: parse_ts(&r.get::<_, String>(12)?)?,
+        notification: parse_enum(&r.get::<_, String>(13)?, NotificationState::parse)?,
+        request_id: r.get(14)?,
+        notification_due_at: r.get::<_, Option<i64>>(15)?.map(from_ms).transpose()?,
+    })
+}
+
+pub(super) fn parse_enum<T>(s: &str, parse: fn(&str) -> Option<T>) -> rusqlite::Result<T> {
+    parse(s).ok_or_else(|| {
+        rusqlite::Error::ToSqlConversionFailure(format!("unknown state {s:?}").into())
+    })
+}
+
+pub(super) const DEVICE_COLUMNS: &str = "id, org, project, token, environment, name, channels, \
+     active, deactivated_reason, created_at, updated_at";
+
+pub(super) fn device_from_row(r: &Row<'_>) -> rusqlite::Result<Device> {
+    Ok(Device {
+        id: parse_uuid(&r.get::<_, String>(0)?)?,
+        scope: Scope::new(r.get::<_, String>(1)?, r.get::<_, String>(2)?),
+        token: r.get(3)?,
+        environment: parse_enum(&r.get::<_, String>(4)?, ApnsEnvironment::parse)?,
+        name: r.get(5)?,
+        channels: r
+            .get::<_, Option<String>>(6)?
+            .map(|c| parse_json(&c))
+            .transpose()?,
+        active: r.get(7)?,
+        deactivated_reason: r.get(8)?,
+        created_at: parse_ts(&r.get::<_, String>(9)?)?,
+        updated_at: parse_ts(&r.get::<_, String>(10)?)?,
+    })
+}
+
+pub(super) const DELIVERY_COLUMNS: &str =
+    "event_id, device_id, state, attempts, error, apns_id, updated_at, lease_until_ms";
+
+pub(super) fn delivery_from_row(r: &Row<'_>) -> rusqlite::Result<Delivery> {
+    Ok(Delivery {
+        event_id: parse_uuid(&r.get::<_, String>(0)?)?,
+        device_id: parse_uuid(&r.get::<_, String>(1)?)?,
+        state: parse_enum(&r.get::<_, String>(2)?, DeliveryState::parse)?,
+        attempts: r.get(3)?,
+        error: r.get(4)?,
+        apns_id: r.get(5)?,
+        updated_at: parse_ts(&r.get::<_, String>(6)?)?,
+        lease_until: match r.get::<_, i64>(7)? {
+            0 => None,
+            ms => Some(from_ms(ms)?),
+        },
+    })
+}

@@ -1,0 +1,115 @@
+//! Devices: registered per scope under a unique token, listed, deleted, and
+//! deactivated when a push provider says the token is gone.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use uuid::Uuid;
+
+use super::{
+    SqliteStore,
+    codec::{DEVICE_COLUMNS, device_from_row, to_json, ts},
+};
+use crate::store::{Device, DeviceRegistration, Scope, StoreResult};
+
+pub(super) async fn upsert(
+    store: &SqliteStore,
+    scope: &Scope,
+    registration: &DeviceRegistration,
+    now: DateTime<Utc>,
+) -> StoreResult<(Device, bool)> {
+    let scope = scope.clone();
+    let reg = registration.clone();
+    store
+        .run(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let existing = tx
+                .query_row(
+                    &format!("SELECT {DEVICE_COLUMNS} FROM devices WHERE org = ?1 AND project = ?2 AND token = ?3"),
+                    params![scope.org, scope.project, reg.token],
+                    device_from_row,
+                )
+                .optional()?;
+            let created = existing.is_none();
+            let device = Device {
+                id: existing.as_ref().map_or_else(Uuid::now_v7, |d| d.id),
+                scope: scope.clone(),
+                token: reg.token,
+                environment: reg.environment,
+                name: reg.name,
+                channels: reg.channels,
+                active: true,
+                deactivated_reason: None,
+                created_at: existing.as_ref().map_or(now, |d| d.created_at),
+                updated_at: now,
+            };
+            let channels = device.channels.as_ref().map(to_json).transpose()?;
+            tx.execute(
+                &format!(
+                    "INSERT OR REPLACE INTO devices ({DEVICE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"
+                ),
+                params![
+                    device.id.to_string(),
+                    device.scope.org,
+                    device.scope.project,
+                    device.token,
+                    device.environment.as_str(),
+                    device.name,
+                    channels,
+                    device.active,
+                    device.deactivated_reason,
+                    ts(&device.created_at),
+                    ts(&device.updated_at),
+                ],
+            )?;
+            tx.commit()?;
+            Ok((device, created))
+        })
+        .await
+}
+
+pub(super) async fn list(store: &SqliteStore, scope: &Scope) -> StoreResult<Vec<Device>> {
+    let scope = scope.clone();
+    store
+        .run(move |c| {
+            c.prepare_cached(&format!(
+                "SELECT {DEVICE_COLUMNS} FROM devices WHERE org = ?1 AND project = ?2 ORDER BY created_at, id"
+            ))?
+            .query_map(params![scope.org, scope.project], device_from_row)?
+            .collect()
+        })
+        .await
+}
+
+pub(super) async fn delete(store: &SqliteStore, scope: &Scope, id: Uuid) -> StoreResult<bool> {
+    let scope = scope.clone();
+    store
+        .run(move |c| {
+            let n = c.execute(
+                "DELETE FROM devices WHERE id = ?1 AND org = ?2 AND project = ?3",
+                params![id.to_string(), scope.org, scope.project],
+            )?;
+            Ok(n == 1)
+        })
+        .await
+}
+
+pub(super) async fn deactivate(
+    store: &SqliteStore,
+    scope: &Scope,
+    id: Uuid,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let scope = scope.clone();
+    let reason = reason.to_owned();
+    store
+        .run(move |c| {
+            let n = c.execute(
+                "UPDATE devices SET active = 0, deactivated_reason = ?4, updated_at = ?5 \
+                 WHERE id = ?1 AND org = ?2 AND project = ?3",
+                params![id.to_string(), scope.org, scope.project, reason, ts(&now)],
+            )?;
+            Ok(n == 1)
+        })
+        .await
+}

@@ -1,0 +1,175 @@
+//! Events, the channels their first event creates (in the same
+//! transaction), and the notification state the outbox relay works from.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use uuid::Uuid;
+
+use super::{
+    SqliteStore,
+    codec::{EVENT_COLUMNS, event_from_row, ms, state_list, to_json, ts},
+};
+use crate::store::{Event, Inserted, NotificationState, Scope, StoreResult};
+
+pub(super) async fn insert(store: &SqliteStore, event: &Event) -> StoreResult<Inserted> {
+    let e = event.clone();
+    store
+        .run(move |c| {
+            let tags = to_json(&e.tags)?;
+            let metadata = to_json(&e.metadata)?;
+            let created = ts(&e.created_at);
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let inserted = tx
+                .prepare_cached(&format!(
+                    "INSERT INTO events ({EVENT_COLUMNS}) \
+                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16) \
+                     ON CONFLICT (id) DO NOTHING"
+                ))?
+                .execute(params![
+                    e.id.to_string(),
+                    e.scope.org,
+                    e.scope.project,
+                    e.channel_name,
+                    e.title,
+                    e.description,
+                    e.icon,
+                    tags,
+                    metadata,
+                    e.user_id,
+                    e.notify,
+                    e.source,
+                    created,
+                    e.notification.as_str(),
+                    e.request_id,
+                    e.notification_due_at.as_ref().map(ms),
+                ])?;
+            if inserted == 0 {
+                let existing = tx
+                    .prepare_cached(&format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1"))?
+                    .query_row([e.id.to_string()], event_from_row)?;
+                return Ok(Inserted::Existing(Box::new(existing)));
+            }
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO channels (org, project, name, created_at) VALUES (?1,?2,?3,?4)",
+            )?
+            .execute(params![e.scope.org, e.scope.project, e.channel_name, created])?;
+            tx.commit()?;
+            Ok(Inserted::New)
+        })
+        .await
+}
+
+pub(super) async fn get(
+    store: &SqliteStore,
+    scope: &Scope,
+    id: Uuid,
+) -> StoreResult<Option<Event>> {
+    let scope = scope.clone();
+    store
+        .run(move |c| {
+            c.prepare_cached(&format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1 AND org = ?2 AND project = ?3"
+            ))?
+            .query_row(
+                params![id.to_string(), scope.org, scope.project],
+                event_from_row,
+            )
+            .optional()
+        })
+        .await
+}
+
+pub(super) async fn count(store: &SqliteStore, scope: &Scope) -> StoreResult<u64> {
+    let scope = scope.clone();
+    store
+        .run(move |c| {
+            c.prepare_cached("SELECT COUNT(*) FROM events WHERE org = ?1 AND project = ?2")?
+                .query_row(params![scope.org, scope.project], |r| r.get::<_, i64>(0))
+                .map(|n| n.max(0) as u64)
+        })
+        .await
+}
+
+pub(super) async fn list_channels(store: &SqliteStore, scope: &Scope) -> StoreResult<Vec<String>> {
+    let scope = scope.clone();
+    store
+        .run(move |c| {
+            c.prepare_cached(
+                "SELECT name FROM channels WHERE org = ?1 AND project = ?2 ORDER BY created_at, name",
+            )?
+            .query_map(params![scope.org, scope.project], |r| r.get(0))?
+            .collect()
+        })
+        .await
+}
+
+pub(super) async fn set_notification_state(
+    store: &SqliteStore,
+    scope: &Scope,
+    event_id: Uuid,
+    from: &[NotificationState],
+    to: NotificationState,
+    due: Option<DateTime<Utc>>,
+) -> StoreResult<bool> {
+    let scope = scope.clone();
+    let from = state_list(from);
+    store
+        .run(move |c| {
+            let n = c
+                .prepare_cached(
+                    "UPDATE events SET notification_state = ?4, notification_due_ms = ?6 \
+                     WHERE id = ?1 AND org = ?2 AND project = ?3 \
+                     AND notification_state IN (SELECT value FROM json_each(?5))",
+                )?
+                .execute(params![
+                    event_id.to_string(),
+                    scope.org,
+                    scope.project,
+                    to.as_str(),
+                    from,
+                    due.as_ref().map(ms),
+                ])?;
+            Ok(n == 1)
+        })
+        .await
+}
+
+pub(super) async fn due(
+    store: &SqliteStore,
+    states: &[NotificationState],
+    due_before: DateTime<Utc>,
+    after: Option<Uuid>,
+    limit: u32,
+) -> StoreResult<Vec<Event>> {
+    let states = state_list(states);
+    // Every UUID's text sorts after the empty string.
+    let after = after.map(|id| id.to_string()).unwrap_or_default();
+    store
+        .run(move |c| {
+            c.prepare_cached(&format!(
+                "SELECT {EVENT_COLUMNS} FROM events \
+                 WHERE notification_state IN (SELECT value FROM json_each(?1)) \
+                 AND coalesce(notification_due_ms, 0) <= ?2 AND id > ?3 \
+                 ORDER BY id LIMIT ?4"
+            ))?
+            .query_map(
+                params![states, ms(&due_before), after, limit],
+                event_from_row,
+            )?
+            .collect()
+        })
+        .await
+}
+
+pub(super) async fn count_in_notification_state(
+    store: &SqliteStore,
+    state: NotificationState,
+) -> StoreResult<u64> {
+    store
+        .run(move |c| {
+            c.prepare_cached("SELECT COUNT(*) FROM events WHERE notification_state = ?1")?
+                .query_row(params![state.as_str()], |r| r.get::<_, i64>(0))
+                .map(|n| n.max(0) as u64)
+        })
+        .await
+}

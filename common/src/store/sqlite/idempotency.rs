@@ -1,0 +1,177 @@
+//! Idempotency keys: a claim per (scope, key) taken in one write-locked
+//! transaction, replays of completed requests, and take-overs of claims
+//! whose request died. SQLite has no TTL index, so expired rows are treated
+//! as absent and swept now and then.
+
+use std::{sync::atomic::Ordering, time::Duration};
+
+use chrono::{DateTime, Utc};
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use uuid::Uuid;
+
+use super::{SqliteStore, codec::parse_uuid};
+use crate::store::{IdempotencyBegin, Scope, StoreResult, StoredResponse};
+
+/// How often expired idempotency rows are swept.
+const SWEEP_EVERY_MS: i64 = 60_000;
+
+// The trait's arguments, plus the store.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn begin(
+    store: &SqliteStore,
+    scope: &Scope,
+    key: &str,
+    fingerprint: &str,
+    resource: Uuid,
+    now: DateTime<Utc>,
+    ttl: Duration,
+    lock_timeout: Duration,
+) -> StoreResult<IdempotencyBegin> {
+    let scope = scope.clone();
+    let fresh = resource.to_string();
+    let key = key.to_owned();
+    let fingerprint = fingerprint.to_owned();
+    let now_ms = now.timestamp_millis();
+    let expired_before = now_ms - ttl.as_millis() as i64;
+    let stale_before = now_ms - lock_timeout.as_millis() as i64;
+    let sweep = now_ms - store.last_sweep_ms.load(Ordering::Relaxed) > SWEEP_EVERY_MS;
+    if sweep {
+        store.last_sweep_ms.store(now_ms, Ordering::Relaxed);
+    }
+    store
+        .run(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if sweep {
+                tx.execute(
+                    "DELETE FROM idempotency WHERE created_at_ms < ?1",
+                    [expired_before],
+                )?;
+            }
+            let existing = tx
+                .prepare_cached(
+                    "SELECT fingerprint, status, content_type, body, created_at_ms, locked_at_ms, \
+                     resource_id FROM idempotency WHERE org = ?1 AND project = ?2 AND key = ?3",
+                )?
+                .query_row(params![scope.org, scope.project, key], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, Option<u16>>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                        r.get::<_, Option<Vec<u8>>>(3)?,
+                        r.get::<_, i64>(4)?,
+                        r.get::<_, i64>(5)?,
+                        r.get::<_, Option<String>>(6)?,
+                    ))
+                })
+                .optional()?;
+            let outcome = match existing {
+                Some((fp, status, content_type, body, created, locked, reserved))
+                    if created >= expired_before =>
+                {
+                    if fp != fingerprint {
+                        IdempotencyBegin::Mismatch
+                    } else if let Some(status) = status {
+                        IdempotencyBegin::Replay(StoredResponse {
+                            status,
+                            content_type: content_type.unwrap_or_default(),
+                            body: body.unwrap_or_default(),
+                        })
+                    } else if locked < stale_before {
+                        // Taken over: the id reserved by the first try stays,
+                        // so what it may have written is found, not doubled.
+                        let resource = reserved.unwrap_or(fresh);
+                        tx.execute(
+                            "UPDATE idempotency SET locked_at_ms = ?4, resource_id = ?5 \
+                             WHERE org = ?1 AND project = ?2 AND key = ?3",
+                            params![scope.org, scope.project, key, now_ms, resource],
+                        )?;
+                        IdempotencyBegin::Started {
+                            resource: parse_uuid(&resource)?,
+                        }
+                    } else {
+                        IdempotencyBegin::InFlight
+                    }
+                }
+                _ => {
+                    tx.execute(
+                        "INSERT OR REPLACE INTO idempotency \
+                         (org, project, key, fingerprint, status, content_type, body, created_at_ms, \
+                          locked_at_ms, resource_id) \
+                         VALUES (?1,?2,?3,?4,NULL,NULL,NULL,?5,?5,?6)",
+                        params![scope.org, scope.project, key, fingerprint, now_ms, fresh],
+                    )?;
+                    IdempotencyBegin::Started { resource }
+                }
+            };
+            tx.commit()?;
+            Ok(outcome)
+        })
+        .await
+}
+
+pub(super) async fn complete(
+    store: &SqliteStore,
+    scope: &Scope,
+    key: &str,
+    response: &StoredResponse,
+) -> StoreResult<()> {
+    let scope = scope.clone();
+    let key = key.to_owned();
+    let response = response.clone();
+    store
+        .run(move |c| {
+            c.execute(
+                "UPDATE idempotency SET status = ?4, content_type = ?5, body = ?6 \
+                 WHERE org = ?1 AND project = ?2 AND key = ?3",
+                params![
+                    scope.org,
+                    scope.project,
+                    key,
+                    response.status,
+                    response.content_type,
+                    response.body
+                ],
+            )?;
+            Ok(())
+        })
+        .await
+}
+
+pub(super) async fn release(store: &SqliteStore, scope: &Scope, key: &str) -> StoreResult<()> {
+    on_open_claim(
+        store,
+        scope,
+        key,
+        "DELETE FROM idempotency WHERE org = ?1 AND project = ?2 AND key = ?3 AND status IS NULL",
+    )
+    .await
+}
+
+pub(super) async fn abandon(store: &SqliteStore, scope: &Scope, key: &str) -> StoreResult<()> {
+    on_open_claim(
+        store,
+        scope,
+        key,
+        "UPDATE idempotency SET locked_at_ms = 0 \
+         WHERE org = ?1 AND project = ?2 AND key = ?3 AND status IS NULL",
+    )
+    .await
+}
+
+/// Runs `sql` on the claim of `key` that has no response yet (`?1`..`?3`
+/// are the scope and the key).
+async fn on_open_claim(
+    store: &SqliteStore,
+    scope: &Scope,
+    key: &str,
+    sql: &'static str,
+) -> StoreResult<()> {
+    let scope = scope.clone();
+    let key = key.to_owned();
+    store
+        .run(move |c| {
+            c.execute(sql, params![scope.org, scope.project, key])?;
+            Ok(())
+        })
+        .await
+}

@@ -1,0 +1,123 @@
+//! The schema, as migrations applied in order at open; `PRAGMA user_version`
+//! records how many have run.
+
+use rusqlite::TransactionBehavior;
+
+/// Append only: a database records how many it has applied, so an edited or
+/// reordered migration would never run where the old one did.
+const MIGRATIONS: &[&str] = &[
+    r#"
+CREATE TABLE api_keys (
+    id TEXT PRIMARY KEY,
+    name TEXT,
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    hash TEXT NOT NULL UNIQUE,
+    prefix TEXT NOT NULL,
+    rate_limit INTEGER,
+    created_at TEXT NOT NULL,
+    revoked_at TEXT
+);
+CREATE TABLE channels (
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (org, project, name)
+);
+CREATE TABLE events (
+    id TEXT PRIMARY KEY,
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    channel_name TEXT NOT NULL,
+    title TEXT NOT NULL,
+    description TEXT,
+    icon TEXT,
+    tags TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    user_id TEXT,
+    notify INTEGER NOT NULL,
+    source TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX events_by_scope ON events (org, project, id);
+CREATE TABLE identities (
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    properties TEXT NOT NULL,
+    aliases TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (org, project, user_id)
+);
+CREATE TABLE idempotency (
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    status INTEGER,
+    content_type TEXT,
+    body BLOB,
+    created_at_ms INTEGER NOT NULL,
+    locked_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (org, project, key)
+);
+CREATE INDEX idempotency_by_age ON idempotency (created_at_ms);
+"#,
+    r#"
+ALTER TABLE events ADD COLUMN notification_state TEXT NOT NULL DEFAULT 'skipped';
+ALTER TABLE events ADD COLUMN request_id TEXT;
+CREATE INDEX events_by_notification ON events (notification_state, created_at);
+CREATE TABLE devices (
+    id TEXT PRIMARY KEY,
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    token TEXT NOT NULL,
+    environment TEXT NOT NULL,
+    name TEXT,
+    channels TEXT,
+    active INTEGER NOT NULL,
+    deactivated_reason TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (org, project, token)
+);
+CREATE TABLE deliveries (
+    event_id TEXT NOT NULL,
+    device_id TEXT NOT NULL,
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    error TEXT,
+    apns_id TEXT,
+    claimed_at_ms INTEGER NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (event_id, device_id)
+);
+"#,
+    // Leases: when an unsettled notification is next due for the relay,
+    // when a delivery claim runs out, the id an idempotency key reserves.
+    r#"
+ALTER TABLE events ADD COLUMN notification_due_ms INTEGER;
+UPDATE events SET notification_due_ms = 0 WHERE notification_state IN ('pending', 'queued');
+CREATE INDEX events_by_relay ON events (notification_state, id);
+ALTER TABLE deliveries ADD COLUMN lease_until_ms INTEGER NOT NULL DEFAULT 0;
+UPDATE deliveries SET lease_until_ms = claimed_at_ms + 60000 WHERE state = 'sending';
+ALTER TABLE idempotency ADD COLUMN resource_id TEXT;
+"#,
+];
+
+/// Applies the migrations this database has not run yet, each in its own
+/// transaction with the version it brings.
+pub(super) fn migrate(c: &mut rusqlite::Connection) -> rusqlite::Result<()> {
+    let applied: i64 = c.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    for (i, sql) in (0i64..).zip(MIGRATIONS).skip_while(|(i, _)| *i < applied) {
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i + 1)?;
+        tx.commit()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! The embedded store: one SQLite file, driven on its own thread by
+//! tokio-rusqlite so no query ever blocks the async runtime. WAL mode and a
+//! busy timeout let the admin CLI write keys while the server runs.
+//!
+//! This module owns opening the file (pragmas, `migrations`) and the sorting
+//! of SQLite errors; `codec` turns records into parameters and rows back;
+//! each aggregate has its module (`keys`, `events`, `identities`,
+//! `idempotency`, `devices`, `deliveries`), and `Store` is implemented by
+//! calling them (the table is in `super::by_aggregate`).
+
+mod codec;
+mod deliveries;
+mod devices;
+mod events;
+mod idempotency;
+mod identities;
+mod keys;
+mod migrations;
+
+use std::{path::Path, sync::atomic::AtomicI64, time::Duration};
+
+use super::{SqliteSync, StoreError, StoreResult, by_aggregate::impl_store_by_aggregate};
+
+pub struct SqliteStore {
+    conn: tokio_rusqlite::Connection,
+    /// When expired idempotency rows were last swept (SQLite has no TTL
+    /// index), in Unix milliseconds.
+    last_sweep_ms: AtomicI64,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file and brings its schema
+    /// up to date, with the default durability.
+    pub async fn open(path: &Path) -> StoreResult<Self> {
+        Self::open_with(path, SqliteSync::default()).await
+    }
+
+    /// Like [`SqliteStore::open`], syncing as `synchronous` says.
+    pub async fn open_with(path: &Path, synchronous: SqliteSync) -> StoreResult<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::Unavailable(
+                    anyhow::Error::new(e).context(format!("cannot create {}", dir.display())),
+                )
+            })?;
+        }
+        let conn = tokio_rusqlite::Connection::open(path).await.map_err(|e| {
+            StoreError::Unavailable(
+                anyhow::Error::new(e).context(format!("cannot open {}", path.display())),
+            )
+        })?;
+        conn.call(move |c| {
+            c.busy_timeout(Duration::from_secs(5))?;
+            c.pragma_update(None, "journal_mode", "WAL")?;
+            c.pragma_update(None, "synchronous", synchronous.as_str())?;
+            migrations::migrate(c)
+        })
+        .await
+        .map_err(classify)?;
+        Ok(Self {
+            conn,
+            last_sweep_ms: AtomicI64::new(0),
+        })
+    }
+
+    /// Runs `f` on the connection's thread.
+    async fn run<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
+    ) -> StoreResult<R> {
+        self.conn.call(f).await.map_err(classify)
+    }
+}
+
+impl_store_by_aggregate!(SqliteStore);
+
+async fn round_trip(store: &SqliteStore) -> StoreResult<()> {
+    store.run(|c| c.query_row("SELECT 1", [], |_| Ok(()))).await
+}
+
+/// Sorts SQLite errors into "busy, try again" and everything else.
+fn classify(e: tokio_rusqlite::Error<rusqlite::Error>) -> StoreError {
+    match e {
+        tokio_rusqlite::Error::Error(e @ rusqlite::Error::SqliteFailure(f, _))
+            if matches!(
+                f.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ) =>
+        {
+            StoreError::Unavailable(anyhow::Error::new(e).context("database busy"))
+        }
+        other => StoreError::Backend(anyhow::Error::new(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_synchronous_setting_reaches_the_connection() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for (setting, pragma) in [(SqliteSync::Normal, 1), (SqliteSync::Full, 2)] {
+            let store = SqliteStore::open_with(&dir.path().join("t.sqlite3"), setting)
+                .await
+                .expect("opens");
+            let level: i64 = store
+                .run(|c| c.pragma_query_value(None, "synchronous", |r| r.get(0)))
+                .await
+                .expect("read");
+            assert_eq!(level, pragma, "{setting:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_file_that_cannot_be_created_is_unavailable_and_keeps_the_os_error() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let not_a_dir = dir.path().join("file");
+        std::fs::write(&not_a_dir, "").expect("write");
+        let Err(error) = SqliteStore::open(&not_a_dir.join("t.sqlite3")).await else {
+            panic!("a database under a plain file opened");
+        };
+        assert!(
+            error
+                .to_string()
+                .starts_with("store unavailable: cannot create"),
+            "{error}"
+        );
+        let StoreError::Unavailable(cause) = &error else {
+            panic!("not unavailable: {error:?}");
+        };
+        assert!(
+            cause.downcast_ref::<std::io::Error>().is_some(),
+            "{cause:?}"
+        );
+        assert!(std::error::Error::source(&error).is_some());
+    }
+}
