@@ -191,3 +191,29 @@ async fn the_published_schemas_state_the_rules_the_service_enforces() {
         assert!(!schema.is_valid(&json!("not-a-uuid")), "{method} {path}");
     }
 }
+
+/// A delivery's `state` is a documented enum, not free text: clients can
+/// switch on it, and what the service answers is one of its values.
+#[tokio::test]
+async fn a_deliverys_state_is_one_of_the_documented_values() {
+    let pipeline = tocsin_tests::pipeline::Pipeline::embedded(StoreKind::Sqlite).await;
+    let doc = document(&pipeline.app).await;
+    assert_eq!(
+        doc.pointer("/components/schemas/DeliveryStateOut/enum"),
+        Some(&json!(["sending", "retrying", "delivered", "failed"])),
+    );
+    let delivery = client_validator(&doc, json!({ "$ref": "#/components/schemas/DeliveryOut" }));
+    pipeline
+        .register(&tocsin_tests::pipeline::token(1), None)
+        .await;
+    let event = pipeline.event("c", "t", true).await;
+    let id = event["id"].as_str().expect("an id");
+    let settled = pipeline.settled(id, "delivered").await;
+    let answered = &settled["notification"]["deliveries"][0];
+    assert_eq!(answered["state"], "delivered", "{settled}");
+    assert!(delivery.is_valid(answered), "{answered}");
+    let mut unknown = answered.clone();
+    unknown["state"] = json!("lost");
+    assert!(!delivery.is_valid(&unknown), "a state outside the enum");
+    pipeline.finish().await;
+}

@@ -162,8 +162,7 @@ export interface components {
         DeliveryOut: {
             /** Format: uuid */
             deviceId: string;
-            /** @description `sending`, `retrying`, `delivered` or `failed`. */
-            state: string;
+            state: components["schemas"]["DeliveryStateOut"];
             /**
              * Format: uint32
              * @description Sends tried so far.
@@ -174,6 +173,11 @@ export interface components {
             /** Format: date-time */
             updatedAt: string;
         };
+        /**
+         * @description Where the push of an event to one device stands.
+         * @enum {string}
+         */
+        DeliveryStateOut: "sending" | "retrying" | "delivered" | "failed";
         /**
          * DeviceIn
          * @description A device to push alerts to. Unknown fields are rejected.
