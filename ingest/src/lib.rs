@@ -5,29 +5,36 @@
 //! envelope) → [`gate`] (authentication and rate limits) → [`header_limit`]
 //! → [`body_limit`] → [`allow`] (`Allow` on a 405) → [`idempotency`] → the
 //! handlers in [`api`], whose bodies are checked by [`validation`] against
-//! the schemas [`openapi`] publishes.
+//! the schemas [`openapi`] publishes. [`routes`] is the one rule for which
+//! routes need a key and take an `Idempotency-Key`.
+//!
+//! The library knows nothing of the notifier: [`Application::build`] takes a
+//! store, a queue producer (the [`outbox`] publishes each event's job to it)
+//! and a metrics registry. The `ingest` binary's `compose` module makes them
+//! and, in embedded mode, runs a notifier worker on the other end of an
+//! in-process queue.
 
-pub mod allow;
-pub mod api;
-pub mod auth;
-pub mod body_limit;
+mod allow;
+mod api;
+mod auth;
+mod body_limit;
 pub mod cli;
 pub mod config;
-pub mod error;
-pub mod gate;
-pub mod header_limit;
-pub mod idempotency;
-pub mod metrics;
-pub mod openapi;
-pub mod outbox;
-pub mod rate_limit;
-pub mod request_id;
-pub mod routes;
-pub mod server;
+mod error;
+mod gate;
+mod header_limit;
+mod idempotency;
+mod metrics;
+mod openapi;
+mod outbox;
+mod rate_limit;
+mod request_id;
+mod routes;
+mod server;
 pub mod startup;
-pub mod state;
-pub mod types;
-pub mod validation;
+mod state;
+mod types;
+mod validation;
 
 pub use config::Config;
 pub use startup::Application;

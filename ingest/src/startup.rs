@@ -93,10 +93,6 @@ impl Application {
         self.addr
     }
 
-    pub fn state(&self) -> Arc<AppState> {
-        Arc::clone(&self.state)
-    }
-
     /// Serves until `shutdown` resolves, then gives in-flight requests the
     /// configured grace period.
     pub async fn run_until(

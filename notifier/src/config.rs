@@ -250,13 +250,40 @@ mod tests {
         });
     }
 
+    /// The store and broker settings are checked the same way in both
+    /// services: one section, one validation.
+    #[test]
+    fn a_store_uri_of_another_scheme_is_refused_as_ingest_refuses_it() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("MONGODB_URI", "http://127.0.0.1:27017");
+            let err = Config::load(None).expect_err("not a MongoDB URI");
+            assert!(err.to_string().contains("MONGODB_URI"), "{err}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn the_shared_settings_are_read_under_the_notifiers_prefix() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("NOTIFIER_QUEUE_PREFIX", "staging");
+            jail.set_env("NOTIFIER_STORE_TIMEOUT_MS", "750");
+            let config = Config::load(None).expect("loads");
+            assert_eq!(config.backend.queue_prefix, "staging");
+            assert_eq!(config.backend.store_timeout().as_millis(), 750);
+            Ok(())
+        });
+    }
+
     #[test]
     fn every_setting_has_its_variable() {
         let vars = Config::environment_variables();
         for var in [
             "NOTIFIER_LISTEN",
             "NOTIFIER_PREFETCH",
+            "NOTIFIER_DATA_DIR",
+            "NOTIFIER_BROKER_TIMEOUT_MS",
             "AMQP_URL",
+            "MONGODB_URI",
             "APNS_TOPIC",
         ] {
             assert!(vars.iter().any(|v| v == var), "{var} in {vars:?}");

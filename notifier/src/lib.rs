@@ -8,9 +8,9 @@
 //! queue pair: the `notifier` binary's RabbitMQ one ([`start`]), or the
 //! in-process one that ingest's binary wires in embedded mode.
 
-pub mod config;
+mod config;
 pub mod deliver;
-pub mod http;
+mod http;
 pub mod metrics;
 pub mod push;
 pub mod worker;

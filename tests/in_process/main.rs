@@ -11,6 +11,7 @@ mod errors;
 mod events;
 mod idempotency;
 mod identify;
+mod layout;
 mod metrics;
 mod notify;
 mod openapi;

@@ -273,3 +273,59 @@ async fn delete_topology(config: &QueueConfig) {
         tocsin_tests::pipeline::delete_queues(amqp, &SETTINGS.retry).await;
     }
 }
+
+/// Whether `queue` exists on the broker (a passive declare, on a channel
+/// of its own: a miss closes the channel).
+async fn queue_exists(conn: &lapin::Connection, queue: &str) -> bool {
+    let channel = conn.create_channel().await.expect("channel");
+    let options = lapin::options::QueueDeclareOptions {
+        passive: true,
+        ..Default::default()
+    };
+    channel
+        .queue_declare(queue.into(), options, Default::default())
+        .await
+        .is_ok()
+}
+
+/// Ingest publishes and does not consume: it declares the exchange, the
+/// notify queue and the dead-letter queue, and none of the notifier's retry
+/// queues, whatever `NOTIFIER_RETRY_*` says (those belong to the consumer,
+/// which declares them from its own settings).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingest_declares_what_it_publishes_to_and_no_retry_queues() {
+    let prefix = format!("t{}", Uuid::new_v4().simple());
+    let mut test = tocsin_tests::TestConfig::new(tocsin_tests::StoreKind::Sqlite);
+    test.config.backend.amqp_url = Some(common::config::Secret::new(amqp_url()));
+    test.config.backend.queue_prefix = prefix.clone();
+    let app = tocsin_tests::TestApp::spawn_with(test).await;
+    let (key, _) = app.new_key().await;
+    let body = serde_json::json!({ "channelName": "c", "title": "t", "notify": true });
+    assert_eq!(app.post_event(&key, &body).await.status(), 201);
+    let amqp = AmqpConfig {
+        url: amqp_url(),
+        prefix,
+        timeout: Duration::from_secs(5),
+    };
+    let conn = lapin::Connection::connect(&amqp.url, lapin::ConnectionProperties::default())
+        .await
+        .expect("broker");
+    // The event's job was published, so the topology is there.
+    eventually(WAIT, "ingest's notify queue", async || {
+        queue_exists(&conn, &amqp.queue()).await.then_some(())
+    })
+    .await;
+    assert!(queue_exists(&conn, &amqp.dead_letter_queue()).await);
+    let policies = [
+        tocsin_tests::test_notifier_config().retry(),
+        notifier::Config::defaults().retry(),
+    ];
+    for delay in policies.iter().flat_map(RetryPolicy::levels) {
+        let retry = amqp.retry_queue(delay);
+        assert!(!queue_exists(&conn, &retry).await, "{retry} was declared");
+    }
+    let _ = conn.close(200, "done".into()).await;
+    for policy in &policies {
+        tocsin_tests::pipeline::delete_queues(&amqp, policy).await;
+    }
+}
