@@ -3,7 +3,7 @@
 //! in whichever store the configuration selects, standing in for a
 //! dashboard.
 
-use std::{future::Future, path::PathBuf, process::ExitCode};
+use std::{future::Future, path::PathBuf, process::ExitCode, sync::Arc};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -117,9 +117,7 @@ where
 }
 
 async fn keys(config: Config, command: KeysCommand) -> anyhow::Result<()> {
-    let store = common::store::open(&config.backend.store(), config.backend.store_timeout())
-        .await
-        .context("opening the store")?;
+    let store = open_store(&config).await?;
     match command {
         KeysCommand::Create {
             org,
@@ -150,6 +148,27 @@ async fn keys(config: Config, command: KeysCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Opens the store, saying on stderr which one, and whether it was just
+/// created: a key made in a store the server does not use (another working
+/// directory, a missing `MONGODB_URI`) is noticed at once, not at its first
+/// 401. stdout stays for the command's output (`keys create` prints the key
+/// alone there, for scripts).
+async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    let store_config = config.backend.store();
+    // Decided before opening, which creates the file.
+    let new = store_config.is_new();
+    let store = common::store::open(&store_config, config.backend.store_timeout())
+        .await
+        .with_context(|| format!("opening the {}", store_config.describe()))?;
+    // Described after opening, so the path is the created file's canonical one.
+    if new {
+        eprintln!("ingest: created a new {}", store_config.describe());
+    } else {
+        eprintln!("ingest: using the {}", store_config.describe());
+    }
+    Ok(store)
 }
 
 /// Creates and stores a key; returns the secret, which is not kept anywhere.

@@ -12,10 +12,7 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use common::{
-    queue,
-    store::{Store, StoreConfig},
-};
+use common::{queue, store::Store};
 use ingest::{Application, Config};
 use notifier::metrics::NotifierMetrics;
 
@@ -54,14 +51,7 @@ async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
     let store_config = config.backend.store();
     let store = common::store::open(&store_config, config.backend.store_timeout())
         .await
-        .context("opening the store")?;
-    match &store_config {
-        StoreConfig::Mongo { database, .. } => {
-            tracing::info!(store = "mongodb", database = %database, "store opened");
-        }
-        StoreConfig::Sqlite { path, .. } => {
-            tracing::info!(store = "sqlite", path = %path.display(), "store opened");
-        }
-    }
+        .with_context(|| format!("opening the {}", store_config.describe()))?;
+    tracing::info!(store = %store_config.describe(), "store opened");
     Ok(store)
 }

@@ -97,6 +97,88 @@ fn keys_can_be_created_listed_and_revoked_on_mongodb() {
     key_admin_works(&mongo());
 }
 
+/// `keys list` run in `dir` with the shipped `data_dir` (`./data`), as an
+/// operator in another directory would.
+fn list_keys_in(dir: &Path) -> Output {
+    process::command("ingest", &["keys", "list"], &[])
+        .current_dir(dir)
+        .output()
+        .expect("ingest runs")
+}
+
+#[test]
+fn key_commands_name_the_sqlite_file_they_use_and_say_when_they_created_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = std::fs::canonicalize(dir.path())
+        .expect("canonical")
+        .join("data")
+        .join("tocsin.sqlite3");
+
+    let first = list_keys_in(dir.path());
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert_eq!(
+        stderr(&first).trim_end(),
+        format!("ingest: created a new SQLite store at {}", file.display())
+    );
+    assert!(file.exists(), "the store was created where stderr says");
+
+    let second = list_keys_in(dir.path());
+    assert!(second.status.success(), "{}", stderr(&second));
+    assert_eq!(
+        stderr(&second).trim_end(),
+        format!("ingest: using the SQLite store at {}", file.display())
+    );
+}
+
+#[test]
+fn key_commands_name_the_mongodb_hosts_and_database_never_the_credentials() {
+    let uri = mongo_uri();
+    let (scheme, rest) = uri.split_once("://").expect("a URI");
+    // Whatever credentials the test URI has are replaced by our own.
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, hosts)| hosts);
+    let host = rest.split(['/', '?']).next().expect("hosts");
+    let database = unique_db_name();
+    let plain = [
+        ("MONGODB_URI", format!("{scheme}://{rest}")),
+        ("MONGODB_DATABASE", database.clone()),
+    ];
+    let created = run(
+        &plain,
+        &["keys", "create", "--org", "acme", "--project", "web"],
+    );
+    assert!(created.status.success(), "{}", stderr(&created));
+    assert_eq!(
+        stderr(&created).trim_end(),
+        format!("ingest: using the MongoDB store at {host}, database {database}")
+    );
+    assert_eq!(
+        stdout(&created).lines().count(),
+        1,
+        "stdout is the key alone"
+    );
+
+    // jongodb has no authentication, so this one fails at the handshake (a
+    // real MongoDB, at a user it does not have): the message still says
+    // which store, and still without the user or password.
+    let credentialed = [
+        (
+            "MONGODB_URI",
+            format!("{scheme}://tocsin-user:hunter2@{rest}"),
+        ),
+        ("MONGODB_DATABASE", database.clone()),
+    ];
+    let listed = run(&credentialed, &["keys", "list"]);
+    let said = stderr(&listed);
+    assert!(
+        said.contains(&format!("MongoDB store at {host}, database {database}")),
+        "{said}"
+    );
+    assert!(
+        !said.contains("hunter2") && !said.contains("tocsin-user"),
+        "{said}"
+    );
+}
+
 #[test]
 fn bad_input_to_keys_create_is_refused_with_a_message() {
     let dir = tempfile::tempdir().expect("temp dir");

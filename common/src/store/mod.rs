@@ -5,6 +5,7 @@
 
 mod by_aggregate;
 mod deadline;
+mod describe;
 pub mod lease;
 mod model;
 pub mod mongo;
