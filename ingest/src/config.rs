@@ -37,6 +37,7 @@ pub struct Config {
     pub idle_timeout_ms: NonZeroU64,
     pub max_connections: usize,
     pub trust_forwarded_for: bool,
+    pub cors_origins: String,
     pub shutdown_grace_seconds: u64,
     pub log_format: LogFormat,
 }
@@ -100,6 +101,7 @@ impl Config {
                 "must be between 4096 and 1048576",
             ));
         }
+        self.cors_origins()?;
         if self.max_body_bytes < 1024 {
             return Err(ConfigError::invalid(
                 "INGEST_MAX_BODY_BYTES",
@@ -117,6 +119,12 @@ impl Config {
                 format!("{:?} is not an address such as 127.0.0.1:8080", self.listen),
             )
         })
+    }
+
+    /// The origins whose pages may call the API from a browser.
+    pub(crate) fn cors_origins(&self) -> Result<crate::cors::Origins, ConfigError> {
+        crate::cors::Origins::parse(&self.cors_origins)
+            .map_err(|problem| ConfigError::invalid("INGEST_CORS_ORIGINS", problem))
     }
 
     /// When the outbox relay looks at unsettled events.

@@ -60,6 +60,8 @@ pub enum ApiError {
     Unauthorized(&'static str),
     #[error("{0}")]
     NotFound(String),
+    #[error("cross-origin requests from this origin are not allowed")]
+    OriginNotAllowed,
     #[error("method not allowed")]
     MethodNotAllowed,
     #[error("a request with this Idempotency-Key is still in progress; retry later")]
@@ -93,6 +95,7 @@ impl ApiError {
             }
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::OriginNotAllowed => StatusCode::FORBIDDEN,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::IdempotencyInFlight => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,

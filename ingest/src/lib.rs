@@ -2,7 +2,8 @@
 //!
 //! [`server`] accepts connections and hands requests to the middleware. A
 //! request passes, outermost first: [`request_id`] (id, logging, error
-//! envelope) → [`gate`] (authentication and rate limits) → [`header_limit`]
+//! envelope) → [`cors`] (browsers' preflights, answered before any key is
+//! asked for) → [`gate`] (authentication and rate limits) → [`header_limit`]
 //! → [`body_limit`] → [`allow`] (`Allow` on a 405) → [`idempotency`] → the
 //! handlers in [`api`], whose bodies are checked by [`validation`] against
 //! the schemas [`openapi`] publishes. [`routes`] is the one rule for which
@@ -20,6 +21,7 @@ mod auth;
 mod body_limit;
 pub mod cli;
 pub mod config;
+mod cors;
 mod error;
 mod gate;
 mod header_limit;

@@ -23,6 +23,7 @@ use crate::{
     api::{devices::DevicesApi, events::EventsApi, health::HealthApi, identify::IdentifyApi},
     body_limit::limit_body,
     config::Config,
+    cors::{Cors, cors},
     gate::gate,
     header_limit::{HeaderLimits, limit_headers},
     idempotency::idempotency,
@@ -158,6 +159,10 @@ fn routes(
         ),
     });
     let allowed = Arc::new(AllowedMethods::new(&document, &EXTRA_ROUTES));
+    let cors_policy = Arc::new(Cors {
+        origins: state.config.cors_origins()?,
+        allowed: Arc::clone(&allowed),
+    });
     let document = Arc::new(document);
     let max_body = state.config.max_body_bytes;
     let header_limits = HeaderLimits {
@@ -188,6 +193,7 @@ fn routes(
         .around(move |ep, req| limit_body(ep, req, max_body))
         .around(move |ep, req| limit_headers(ep, req, header_limits))
         .around(move |ep, req| gate(ep, req, Arc::clone(&s2)))
+        .around(move |ep, req| cors(ep, req, Arc::clone(&cors_policy)))
         .around(move |ep, req| request_id(ep, req, Arc::clone(&observer)))
         .map_to_response()
         .boxed();

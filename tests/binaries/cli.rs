@@ -216,6 +216,7 @@ fn bad_configuration_fails_at_start_naming_the_setting() {
         ("INGEST_STORE_TIMEOUT_MS", "-5"),
         ("MONGODB_URI", "http://example"),
         ("INGEST_LOG_FORMAT", "xml"),
+        ("INGEST_CORS_ORIGINS", "https://app.example/path"),
     ];
     for (var, value) in cases {
         let mut env = embedded(dir.path());

@@ -6,6 +6,7 @@
 
 mod auth;
 mod connections;
+mod cors;
 mod devices;
 mod errors;
 mod events;
