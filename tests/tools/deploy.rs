@@ -2,7 +2,8 @@
 //! runs where the tests run, so nothing is built or started: docker-compose
 //! validates and resolves the compose file, and the resolved configuration is
 //! checked against what the services actually read and what the stack
-//! relies on. docker-compose is installed by `scripts/install-test-tools`.
+//! relies on. Docker Compose v2 is installed by `scripts/install-test-tools`
+//! (or named by `DOCKER_COMPOSE`).
 
 use std::{
     collections::BTreeMap,
@@ -13,7 +14,7 @@ use std::{
 };
 
 use serde_norway::Value;
-use tocsin_tests::workspace_root;
+use tocsin_tests::{test_tool, workspace_root};
 
 const APNS_VARIABLES: [&str; 4] = ["APNS_KEY_PATH", "APNS_KEY_ID", "APNS_TEAM_ID", "APNS_TOPIC"];
 
@@ -25,14 +26,50 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
-/// The env files the stack must work with: the example an operator copies,
-/// and none at all (an empty file stands in, so a developer's own
+/// The two passwords the stack refuses to start without, as deploy/README.md
+/// has the operator append them to `.env`.
+const PASSWORDS: &str = "MONGODB_PASSWORD=mongo-secret\nRABBITMQ_PASSWORD=rabbit-secret\n";
+
+/// The example an operator copies, with the passwords appended.
+fn example_env() -> String {
+    format!("{}\n{PASSWORDS}", read(&deploy_file(".env.example")))
+}
+
+/// The env files the stack must work with: the example with the passwords,
+/// and the passwords alone (a file of the test's own, so a developer's
 /// deploy/.env is never what gets tested).
 fn shipped_env_files() -> [(&'static str, String); 2] {
     [
-        ("deploy/.env.example", read(&deploy_file(".env.example"))),
-        ("no env file", String::new()),
+        ("deploy/.env.example and the passwords", example_env()),
+        ("the passwords alone", PASSWORDS.to_owned()),
     ]
+}
+
+/// `docker-compose config` on the stack with `env_file`'s contents: the
+/// resolved configuration, or what docker-compose said on refusing it.
+fn compose_config(env_file: &str) -> Result<Vec<u8>, String> {
+    let mut file = tempfile::NamedTempFile::new().expect("temp file");
+    file.write_all(env_file.as_bytes())
+        .expect("env file written");
+    // A clean environment: the shell's variables would take part in the
+    // interpolation (MONGODB_URI is often set where these tests run).
+    let output = Command::new(test_tool("DOCKER_COMPOSE", ".tools/compose/docker-compose"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .arg("--env-file")
+        .arg(file.path())
+        .arg("-f")
+        .arg(deploy_file("docker-compose.yml"))
+        .arg("config")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run docker-compose ({e}): run scripts/install-test-tools")
+        });
+    if output.status.success() {
+        Ok(output.stdout)
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).into_owned())
+    }
 }
 
 /// The compose configuration as resolved with `env_file`'s contents.
@@ -43,31 +80,10 @@ struct Stack {
 
 impl Stack {
     fn resolve(described: &str, env_file: &str) -> Self {
-        let mut file = tempfile::NamedTempFile::new().expect("temp file");
-        file.write_all(env_file.as_bytes())
-            .expect("env file written");
-        let compose_file = deploy_file("docker-compose.yml");
-        // A clean environment: the shell's variables would take part in the
-        // interpolation (MONGODB_URI is often set where these tests run).
-        let output = Command::new("docker-compose")
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .arg("--env-file")
-            .arg(file.path())
-            .arg("-f")
-            .arg(&compose_file)
-            .arg("config")
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("cannot run docker-compose ({e}): run scripts/install-test-tools")
-            });
-        assert!(
-            output.status.success(),
-            "docker-compose config rejects {} with {described}:\n{}",
-            compose_file.display(),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let config = serde_norway::from_slice(&output.stdout)
+        let resolved = compose_config(env_file).unwrap_or_else(|stderr| {
+            panic!("docker-compose config rejects deploy/docker-compose.yml with {described}:\n{stderr}")
+        });
+        let config = serde_norway::from_slice(&resolved)
             .unwrap_or_else(|e| panic!("docker-compose config printed unreadable YAML ({e})"));
         Self {
             config,
@@ -114,6 +130,18 @@ impl Stack {
                 };
                 (key, value)
             })
+            .collect()
+    }
+
+    /// A service's volumes as (source, target), from the long form
+    /// docker-compose prints: a named volume's source is its name.
+    fn volumes(&self, name: &str) -> Vec<(String, String)> {
+        let field = |volume: &Value, key: &str| volume[key].as_str().unwrap_or_default().to_owned();
+        self.service(name)["volumes"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+            .map(|volume| (field(volume, "source"), field(volume, "target")))
             .collect()
     }
 
@@ -178,7 +206,7 @@ fn apns_settings_reach_the_notifiers_only_when_the_env_file_sets_them() {
 
     let configured = format!(
         "{}\nAPNS_KEY_PATH=/run/secrets/tocsin/AuthKey_K.p8\nAPNS_KEY_ID=K\nAPNS_TEAM_ID=T\nAPNS_TOPIC=com.example.app\n",
-        read(&deploy_file(".env.example"))
+        example_env()
     );
     let stack = Stack::resolve("the APNs settings filled in", &configured);
     let env = stack.environment("notifier");
@@ -194,19 +222,13 @@ fn apns_settings_reach_the_notifiers_only_when_the_env_file_sets_them() {
             "{variable} from the env file must reach the notifier"
         );
     }
-    let key_dir = stack.service("notifier")["volumes"]
-        .as_sequence()
+    let key_dir = stack
+        .volumes("notifier")
         .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .find_map(|volume| {
-            volume
-                .split(':')
-                .nth(1)
-                .filter(|t| t.starts_with("/run/secrets/"))
-        });
+        .map(|(_, target)| target)
+        .find(|target| target.starts_with("/run/secrets/"));
     assert_eq!(
-        key_dir,
+        key_dir.as_deref(),
         Some("/run/secrets/tocsin"),
         "the notifier mounts the APNs key directory where .env.example's APNS_KEY_PATH points"
     );
@@ -214,7 +236,7 @@ fn apns_settings_reach_the_notifiers_only_when_the_env_file_sets_them() {
 
 #[test]
 fn the_stack_has_the_shape_it_relies_on() {
-    let stack = Stack::resolve("deploy/.env.example", &read(&deploy_file(".env.example")));
+    let stack = Stack::resolve("deploy/.env.example", &example_env());
 
     for (name, service) in stack.services() {
         let test = service["healthcheck"]["test"].as_sequence();
@@ -253,22 +275,20 @@ fn the_stack_has_the_shape_it_relies_on() {
     );
 
     let named_volumes = stack.config["volumes"].as_mapping().expect("named volumes");
-    let data = stack.service("mongodb")["volumes"]
-        .as_sequence()
+    let data = stack
+        .volumes("mongodb")
         .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .find(|volume| volume.split(':').nth(1) == Some("/data/db"));
-    let source = data.and_then(|volume| volume.split(':').next());
+        .find(|(_, target)| target == "/data/db");
     assert!(
-        source.is_some_and(|s| named_volumes.contains_key(s)),
+        data.as_ref()
+            .is_some_and(|(source, _)| named_volumes.contains_key(source.as_str())),
         "MongoDB's /data/db must be a named volume, or the events go with the container: {data:?}"
     );
 }
 
 #[test]
 fn ports_agree_between_services_healthchecks_and_prometheus() {
-    let stack = Stack::resolve("deploy/.env.example", &read(&deploy_file(".env.example")));
+    let stack = Stack::resolve("deploy/.env.example", &example_env());
     let ingest = stack.listen("ingest", "INGEST_LISTEN");
     let notifier = stack.listen("notifier", "NOTIFIER_LISTEN");
     for (service, addr) in [("ingest", ingest), ("notifier", notifier)] {
@@ -319,6 +339,83 @@ fn ports_agree_between_services_healthchecks_and_prometheus() {
     );
 }
 
+#[test]
+fn the_project_is_named_tocsin_with_or_without_the_example_settings() {
+    // Named after the directory, the project would change name the day an
+    // env file sets one, and come up as a new stack with empty volumes.
+    for (described, env_file) in shipped_env_files() {
+        let stack = Stack::resolve(described, &env_file);
+        assert_eq!(stack.config["name"], "tocsin", "{described}");
+    }
+}
+
+#[test]
+fn the_stack_refuses_to_start_without_the_passwords() {
+    let example = read(&deploy_file(".env.example"));
+    let mongo = "MONGODB_PASSWORD=mongo-secret\n";
+    let rabbit = "RABBITMQ_PASSWORD=rabbit-secret\n";
+    let refused = [
+        ("no env file", String::new(), "MONGODB_PASSWORD"),
+        (
+            "the example as shipped",
+            example.clone(),
+            "MONGODB_PASSWORD",
+        ),
+        (
+            "no RabbitMQ password",
+            format!("{example}\n{mongo}"),
+            "RABBITMQ_PASSWORD",
+        ),
+        (
+            "no MongoDB password",
+            format!("{example}\n{rabbit}"),
+            "MONGODB_PASSWORD",
+        ),
+        (
+            "an empty MongoDB password",
+            format!("MONGODB_PASSWORD=\n{rabbit}"),
+            "MONGODB_PASSWORD",
+        ),
+        (
+            "an empty RabbitMQ password",
+            format!("{mongo}RABBITMQ_PASSWORD=\n"),
+            "RABBITMQ_PASSWORD",
+        ),
+    ];
+    for (described, env_file, missing) in refused {
+        let stderr = compose_config(&env_file)
+            .err()
+            .unwrap_or_else(|| panic!("the stack resolves with {described}"));
+        assert!(
+            stderr.contains(missing) && stderr.contains("deploy/.env"),
+            "with {described}, the refusal names {missing} and where to set it: {stderr}"
+        );
+    }
+
+    let stack = Stack::resolve("deploy/.env.example and the passwords", &example_env());
+    let (mongodb, rabbitmq) = (stack.environment("mongodb"), stack.environment("rabbitmq"));
+    assert_eq!(
+        mongodb["MONGO_INITDB_ROOT_PASSWORD"].as_deref(),
+        Some("mongo-secret")
+    );
+    assert_eq!(
+        rabbitmq["RABBITMQ_DEFAULT_PASS"].as_deref(),
+        Some("rabbit-secret")
+    );
+    for service in ["ingest", "notifier"] {
+        let env = stack.environment(service);
+        let url = |name: &str| env[name].clone().unwrap_or_default();
+        assert!(
+            url("MONGODB_URI").contains(":mongo-secret@mongodb:"),
+            "{service}"
+        );
+        assert!(
+            url("AMQP_URL").contains(":rabbit-secret@rabbitmq:"),
+            "{service}"
+        );
+    }
+}
+
 /// A Dockerfile stage: its base, its name, and its instructions.
 struct Stage {
     base: String,
@@ -358,7 +455,7 @@ fn stages(dockerfile: &str) -> Vec<Stage> {
 fn images_run_their_binary_as_nonroot_on_a_runtime_base() {
     let dockerfile = read(&deploy_file("Dockerfile"));
     let stages = stages(&dockerfile);
-    let stack = Stack::resolve("deploy/.env.example", &read(&deploy_file(".env.example")));
+    let stack = Stack::resolve("deploy/.env.example", &example_env());
     for service in ["ingest", "notifier"] {
         let build = &stack.service(service)["build"];
         assert_eq!(

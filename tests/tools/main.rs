@@ -1,5 +1,5 @@
 //! The tier that needs outside tools, installed by
-//! `scripts/install-test-tools`: headless Chromium, docker-compose, the
+//! `scripts/install-test-tools`: headless Chromium, Docker Compose v2, the
 //! Python OpenAPI 3.1 validator and schemathesis.
 //! `cargo test -p tocsin-tests --test tools`.
 
