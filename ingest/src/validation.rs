@@ -5,14 +5,18 @@
 //! stops at the first fault, so request bodies go through [`ValidatedJson`]
 //! instead: the body is checked with a JSON Schema 2020-12 validator built
 //! from the generated OpenAPI 3.1 document, every fault is collected with its
-//! path, and only a valid body reaches the handler.
+//! path, and only a valid body reaches the handler. [`messages`] words each
+//! fault for a person (what is expected, never the validator's regex), and
+//! [`unknown`] names the field an unknown one most likely meant.
 
-use std::{collections::HashMap, sync::Arc};
+mod messages;
+mod unknown;
 
-use jsonschema::{
-    ValidationError,
-    error::{TypeKind, ValidationErrorKind},
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
 };
+
 use poem::{Request, RequestBody};
 use poem_openapi::{
     ApiExtractor, ApiExtractorType, ExtractParamOptions,
@@ -22,11 +26,7 @@ use poem_openapi::{
 };
 use serde_json::Value;
 
-use crate::{
-    error::ApiError,
-    error::FieldError,
-    types::{EMOJI_PATTERN, is_single_emoji},
-};
+use crate::{error::ApiError, error::FieldError, types::is_single_emoji};
 
 /// Deepest nesting accepted inside `metadata` and `properties`. BSON allows
 /// 100 levels in a whole document; this keeps every stored event well inside.
@@ -35,6 +35,9 @@ pub const MAX_DEPTH: usize = 16;
 /// One compiled validator per request-body schema of the API.
 pub struct SchemaValidators {
     by_schema: HashMap<String, jsonschema::Validator>,
+    /// The document the validators were built from (its component schemas),
+    /// where a fault's schema is looked up for the words of its message.
+    root: Value,
 }
 
 impl SchemaValidators {
@@ -46,11 +49,10 @@ impl SchemaValidators {
             .and_then(Value::as_object)
             .ok_or_else(|| anyhow::anyhow!("the OpenAPI document has no component schemas"))?;
         let mut by_schema = HashMap::new();
+        let root = serde_json::json!({ "components": { "schemas": components } });
         for name in components.keys() {
-            let root = serde_json::json!({
-                "$ref": format!("#/components/schemas/{name}"),
-                "components": { "schemas": components },
-            });
+            let mut root = root.clone();
+            root["$ref"] = Value::String(format!("#/components/schemas/{name}"));
             let validator = jsonschema::draft202012::options()
                 .should_validate_formats(true)
                 .with_format("emoji", is_single_emoji)
@@ -58,7 +60,7 @@ impl SchemaValidators {
                 .map_err(|e| anyhow::anyhow!("schema {name} does not compile: {e}"))?;
             by_schema.insert(name.clone(), validator);
         }
-        Ok(Self { by_schema })
+        Ok(Self { by_schema, root })
     }
 
     /// Every fault of `value` against the named schema, in document order.
@@ -68,76 +70,20 @@ impl SchemaValidators {
             // refusing it is safer than accepting it unchecked.
             return Err(vec![FieldError::new(vec![], "unsupported request body")]);
         };
-        let mut faults: Vec<FieldError> = validator.iter_errors(value).flat_map(describe).collect();
+        let mut faults: Vec<FieldError> = validator
+            .iter_errors(value)
+            .flat_map(|e| messages::describe(&e, &self.root))
+            .collect();
+        // A field with a form reports the same sentence for each part of
+        // the form it breaks (pattern, length); once is enough.
+        let mut seen = HashSet::new();
+        faults.retain(|f| seen.insert((f.path.clone(), f.message.clone())));
         too_deep(value, &mut Vec::new(), 0, &mut faults);
         if faults.is_empty() {
             Ok(())
         } else {
             Err(faults)
         }
-    }
-}
-
-/// Turns one schema violation into the faults a client sees.
-fn describe(error: ValidationError<'_>) -> Vec<FieldError> {
-    let path: Vec<String> = error
-        .instance_path()
-        .segments()
-        .map(|s| s.to_string())
-        .collect();
-    let at = |extra: &str| {
-        let mut p = path.clone();
-        p.push(extra.to_owned());
-        p
-    };
-    let one = |message: String| vec![FieldError::new(path.clone(), message)];
-    match error.kind() {
-        ValidationErrorKind::Required { property } => {
-            let name = property.as_str().unwrap_or_default();
-            vec![FieldError::new(at(name), "is required")]
-        }
-        ValidationErrorKind::AdditionalProperties { unexpected } => unexpected
-            .iter()
-            .map(|name| FieldError::new(at(name), "is not a known field"))
-            .collect(),
-        ValidationErrorKind::Type { kind } => one(format!("must be {}", type_names(kind))),
-        ValidationErrorKind::MinLength { limit: 1 } => one("must not be empty".into()),
-        ValidationErrorKind::MinLength { limit } => {
-            one(format!("must be at least {limit} characters long"))
-        }
-        ValidationErrorKind::MaxLength { limit } => {
-            one(format!("must be at most {limit} characters long"))
-        }
-        ValidationErrorKind::MaxItems { limit } => one(format!("must have at most {limit} items")),
-        ValidationErrorKind::MinItems { limit } => one(format!("must have at least {limit} items")),
-        ValidationErrorKind::MaxProperties { limit } => {
-            one(format!("must have at most {limit} properties"))
-        }
-        ValidationErrorKind::UniqueItems => one("must not contain duplicates".into()),
-        ValidationErrorKind::Format { format } if format == "emoji" => {
-            one("must be exactly one emoji".into())
-        }
-        // The icon's pattern states the same rule as its format, which
-        // already said it in words.
-        ValidationErrorKind::Pattern { pattern } if *pattern == *EMOJI_PATTERN => vec![],
-        ValidationErrorKind::Enum { options } => one(format!("must be one of {options}")),
-        _ => one(error.to_string()),
-    }
-}
-
-fn type_names(kind: &TypeKind) -> String {
-    let article = |t: String| match t.as_str() {
-        "null" => "null".to_owned(),
-        "array" | "object" | "integer" => format!("an {t}"),
-        _ => format!("a {t}"),
-    };
-    match kind {
-        TypeKind::Single(t) => article(t.to_string()),
-        TypeKind::Multiple(set) => set
-            .iter()
-            .map(|t| article(t.to_string()))
-            .collect::<Vec<_>>()
-            .join(" or "),
     }
 }
 

@@ -13,6 +13,7 @@ mod events;
 mod idempotency;
 mod identify;
 mod layout;
+mod messages;
 mod metrics;
 mod notify;
 mod openapi;
