@@ -3,7 +3,12 @@
 //! (authentication, rate-limit and request-id headers, idempotency, and the
 //! error responses every operation can give).
 
+mod code_samples;
+mod docs_page;
 mod operations;
+mod order;
+
+pub use docs_page::docs_page;
 
 use poem_openapi::{OpenApiService, registry::Registry, types::Type};
 use serde_json::{Value, json};
@@ -41,7 +46,8 @@ pub fn service(apis: Apis) -> OpenApiService<Apis, ()> {
     OpenApiService::new(apis, "Tocsin event alerting API", API_VERSION).description(DESCRIPTION)
 }
 
-/// The OpenAPI 3.1 document for `service`.
+/// The OpenAPI 3.1 document for `service`, as `/openapi.json` serves it and
+/// the docs page shows it.
 pub fn document(service: &OpenApiService<Apis, ()>) -> Value {
     let mut doc: Value =
         serde_json::from_str(&service.spec()).expect("poem-openapi writes valid JSON");
@@ -50,29 +56,14 @@ pub fn document(service: &OpenApiService<Apis, ()>) -> Value {
     close_request_bodies(&mut doc);
     pin_success_flags(&mut doc);
     upgrade_to_31(&mut doc);
+    examples_on_fields(&mut doc);
+    code_samples::add(&mut doc);
+    order::for_readers(&mut doc);
     doc
 }
 
-/// Registers the error envelope, which no handler returns directly.
-fn add_error_schema(doc: &mut Value) {
-    let mut registry = Registry::new();
-    ErrorEnvelope::register(&mut registry);
-    let schemas = doc
-        .pointer_mut("/components/schemas")
-        .and_then(Value::as_object_mut)
-        .expect("the API has component schemas");
-    for (name, schema) in registry.schemas {
-        schemas.insert(
-            name,
-            serde_json::to_value(schema).expect("schemas serialise"),
-        );
-    }
-}
-
-/// Request bodies reject unknown fields (a typo'd field name is an error, not
-/// silently dropped data). poem-openapi does not publish its
-/// `deny_unknown_fields`, so the schemas used as request bodies are closed here.
-fn close_request_bodies(doc: &mut Value) {
+/// The names of the schemas used as request bodies.
+fn request_body_schemas(doc: &Value) -> Vec<String> {
     let mut names = Vec::new();
     if let Some(paths) = doc.get("paths").and_then(Value::as_object) {
         for op in paths
@@ -97,7 +88,57 @@ fn close_request_bodies(doc: &mut Value) {
             }
         }
     }
-    for name in names {
+    names
+}
+
+/// Copies each request body's example (its type's `Example`) onto its
+/// fields, so the schema view shows a valid value for every field and a
+/// generator working field by field (Scalar's, a fuzzer's) builds a body the
+/// service accepts.
+fn examples_on_fields(doc: &mut Value) {
+    for name in request_body_schemas(doc) {
+        let Some(schema) = doc
+            .pointer_mut(&format!("/components/schemas/{name}"))
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        let Some(Value::Object(example)) = schema.get("examples").and_then(|e| e.get(0)).cloned()
+        else {
+            continue;
+        };
+        let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        for (field, value) in example {
+            if let Some(property) = properties.get_mut(&field).and_then(Value::as_object_mut) {
+                property.insert("examples".into(), json!([value]));
+            }
+        }
+    }
+}
+
+/// Registers the error envelope, which no handler returns directly.
+fn add_error_schema(doc: &mut Value) {
+    let mut registry = Registry::new();
+    ErrorEnvelope::register(&mut registry);
+    let schemas = doc
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+        .expect("the API has component schemas");
+    for (name, schema) in registry.schemas {
+        schemas.insert(
+            name,
+            serde_json::to_value(schema).expect("schemas serialise"),
+        );
+    }
+}
+
+/// Request bodies reject unknown fields (a typo'd field name is an error, not
+/// silently dropped data). poem-openapi does not publish its
+/// `deny_unknown_fields`, so the schemas used as request bodies are closed here.
+fn close_request_bodies(doc: &mut Value) {
+    for name in request_body_schemas(doc) {
         if let Some(schema) = doc
             .pointer_mut(&format!("/components/schemas/{name}"))
             .and_then(Value::as_object_mut)

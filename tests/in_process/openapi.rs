@@ -217,3 +217,58 @@ async fn a_deliverys_state_is_one_of_the_documented_values() {
     assert!(!delivery.is_valid(&unknown), "a state outside the enum");
     pipeline.finish().await;
 }
+
+/// Every operation shows how to call it with `@tocsin/client` (the docs page
+/// picks these first), and the call is a method the client really has: a
+/// renamed or removed method fails here, not in a reader's editor.
+#[tokio::test]
+async fn every_operation_has_a_tocsin_client_sample_calling_a_real_method() {
+    let doc = document(&TestApp::spawn(StoreKind::Sqlite).await).await;
+    let client = tocsin_tests::workspace_root().join("clients/typescript/src");
+    let read = |file: &str| {
+        std::fs::read_to_string(client.join(file))
+            .unwrap_or_else(|e| panic!("reading the client's {file}: {e}"))
+    };
+    let tocsin = read("client.ts");
+    let mut operations = 0;
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("a path item") {
+            operations += 1;
+            let name = format!("{method} {path}");
+            let sample = op["x-codeSamples"]
+                .as_array()
+                .and_then(|samples| samples.iter().find(|s| s["label"] == "@tocsin/client"))
+                .unwrap_or_else(|| panic!("{name} has no @tocsin/client code sample"));
+            assert_eq!(sample["lang"], "TypeScript", "{name}");
+            let source = sample["source"].as_str().expect("a source");
+            assert!(
+                source.contains(r#"import { Tocsin } from "@tocsin/client";"#),
+                "{name}: {source}"
+            );
+            let call = source
+                .split_once("await tocsin.")
+                .and_then(|(_, call)| call.split_once('('))
+                .map(|(call, _)| call)
+                .unwrap_or_else(|| panic!("{name}: no `await tocsin.<method>(` in {source}"));
+            let exists = match call.split_once('.') {
+                // `tocsin.identify`, `tocsin.request`: a method of the client.
+                None => {
+                    tocsin.contains(&format!("async {call}("))
+                        || tocsin.contains(&format!("async {call}<"))
+                }
+                // `tocsin.events.create`: a method of the resource class the
+                // client's property holds.
+                Some((property, method)) => tocsin
+                    .split_once(&format!("readonly {property}: "))
+                    .and_then(|(_, rest)| rest.split_once(';'))
+                    .is_some_and(|(class, _)| {
+                        let resource = read(&format!("resources/{property}.ts"));
+                        resource.contains(&format!("export class {class} "))
+                            && resource.contains(&format!("async {method}("))
+                    }),
+            };
+            assert!(exists, "{name}: the client has no method `tocsin.{call}`");
+        }
+    }
+    assert!(operations >= 8, "only {operations} operations documented");
+}

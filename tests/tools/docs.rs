@@ -10,7 +10,8 @@
 use std::{process::Stdio, time::Duration};
 
 use scraper::{ElementRef, Html, Selector};
-use tocsin_tests::{StoreKind, TestApp, test_tool};
+use serde_json::{Value, json};
+use tocsin_tests::{StoreKind, TestApp, contract::document, test_tool};
 
 /// How long Chromium may take in all (it usually needs a few seconds).
 const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(60);
@@ -44,7 +45,7 @@ async fn the_docs_page_renders_the_published_document_in_a_browser() {
     );
     drop(served);
 
-    // Scalar expands only the first tag (Devices) at first; a link to the
+    // Scalar expands only the first tag (Events) at first; a link to the
     // operation opens its tag, as a reader following one would see it.
     let dump = headless_chromium_dom(&app.url(&format!("/docs#{CREATE_EVENT_SECTION}"))).await;
     let dom = Html::parse_document(&dump.dom);
@@ -110,6 +111,148 @@ async fn the_docs_page_renders_the_published_document_in_a_browser() {
         "the sidebar has no entry for the operation: {sidebar:?}{}",
         context()
     );
+}
+
+/// What a reader meets before clicking anything: the page's own title, the
+/// tags in reading order (Events open first, Devices after), and "Test
+/// Request" set up for a bearer key, with a field to paste it into.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_docs_page_is_titled_lists_events_first_and_asks_for_a_bearer_key() {
+    let app = TestApp::spawn(StoreKind::Sqlite).await;
+    let dump = headless_chromium_dom(&app.url("/docs")).await;
+    let dom = Html::parse_document(&dump.dom);
+    let context = || {
+        format!(
+            "\nvisible text (start): {:.2000}\nChromium stderr (end): {}",
+            rendered_text(dom.root_element()),
+            dump.stderr_tail()
+        )
+    };
+
+    assert_eq!(texts(&dom, "head > title"), ["Tocsin API"], "{}", context());
+
+    // The sidebar's tag entries, in the order they are rendered.
+    let tags: Vec<String> = select(&dom, r#"[id^="sidebar-tag/"]"#)
+        .into_iter()
+        .filter_map(|e| e.value().id())
+        .filter_map(|id| id.strip_prefix("sidebar-tag/"))
+        .filter(|rest| !rest.contains('/'))
+        .map(String::from)
+        .collect();
+    let position = |tag: &str| {
+        tags.iter()
+            .position(|t| t == tag)
+            .unwrap_or_else(|| panic!("no {tag:?} in the navigation: {tags:?}{}", context()))
+    };
+    assert_eq!(position("events"), 0, "Events is not first: {tags:?}");
+    assert!(
+        position("events") < position("devices"),
+        "Devices comes before Events: {tags:?}"
+    );
+
+    // Each auth panel names its selected scheme after a screen-reader label.
+    let selected: Vec<String> = texts(&dom, "button")
+        .into_iter()
+        .filter_map(|b| {
+            b.strip_prefix("Selected Auth Type:")
+                .map(|s| s.trim().to_owned())
+        })
+        .collect();
+    assert!(
+        !selected.is_empty() && selected.iter().all(|s| s == "bearerAuth"),
+        "the selected auth is not bearerAuth everywhere: {selected:?}{}",
+        context()
+    );
+    let page = rendered_text(dom.root_element());
+    assert!(
+        !page.contains("No authentication selected"),
+        "a panel says no authentication is selected{}",
+        context()
+    );
+    let token_fields = select(&dom, r#"input[placeholder="Token"]"#);
+    assert!(
+        !token_fields.is_empty() && page.contains("Bearer Token"),
+        "no Bearer Token field to paste a key into{}",
+        context()
+    );
+}
+
+/// "Test Request" sends the sample body Scalar builds from the document, so
+/// each one must be a body the service accepts: built here as Scalar builds
+/// it, then posted with a real key.
+#[tokio::test]
+async fn every_sample_body_the_docs_page_sends_is_accepted() {
+    let app = TestApp::spawn(StoreKind::Sqlite).await;
+    let (key, _) = app.new_key().await;
+    let doc = document(&app).await;
+    let mut bodies = 0;
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("a path item") {
+            let Some(media) = op.pointer("/requestBody/content/application~1json") else {
+                continue;
+            };
+            assert_eq!(method, "post", "{method} {path}: only POSTs read a body");
+            bodies += 1;
+            let body = media
+                .get("example")
+                .cloned()
+                .or_else(|| {
+                    media["examples"]
+                        .as_object()
+                        .and_then(|e| e.values().next())
+                        .map(|e| e["value"].clone())
+                })
+                .unwrap_or_else(|| scalar_sample(&media["schema"], &doc));
+            let response = app.post(path, &key, &body).await;
+            let status = response.status();
+            let answer = response.text().await.unwrap_or_default();
+            assert!(
+                status == 200 || status == 201,
+                "POST {path} with the docs' sample {body} answered {status}: {answer}"
+            );
+        }
+    }
+    assert!(bodies >= 3, "only {bodies} operations read a body");
+}
+
+/// The value Scalar's example generator gives for `schema`: its first
+/// example, else its example, default or first enum value, else one built
+/// from its properties or items, else a blank of its type.
+fn scalar_sample(schema: &Value, doc: &Value) -> Value {
+    if let Some(reference) = schema["$ref"].as_str() {
+        let target = reference.strip_prefix('#').expect("a local reference");
+        return scalar_sample(doc.pointer(target).expect("the reference resolves"), doc);
+    }
+    if let Some(first) = schema["examples"].as_array().and_then(|e| e.first()) {
+        return first.clone();
+    }
+    for key in ["example", "default"] {
+        if let Some(value) = schema.get(key) {
+            return value.clone();
+        }
+    }
+    if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
+        return first.clone();
+    }
+    if let Some(first) = schema["allOf"].as_array().and_then(|s| s.first()) {
+        return scalar_sample(first, doc);
+    }
+    if let Some(properties) = schema["properties"].as_object() {
+        return Value::Object(
+            properties
+                .iter()
+                .map(|(name, property)| (name.clone(), scalar_sample(property, doc)))
+                .collect(),
+        );
+    }
+    match schema["type"].as_str() {
+        Some("array") => json!([scalar_sample(&schema["items"], doc)]),
+        Some("object") => json!({}),
+        Some("string") => json!(""),
+        Some("boolean") => json!(true),
+        Some("integer" | "number") => schema.get("minimum").cloned().unwrap_or(json!(1)),
+        _ => Value::Null,
+    }
 }
 
 /// What `chromium --dump-dom` printed.

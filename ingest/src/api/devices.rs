@@ -6,7 +6,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use common::store::{ApnsEnvironment, Device, DeviceRegistration};
 use poem::web::Data;
-use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path, payload::Json};
+use poem_openapi::{
+    ApiResponse, Enum, Object, OpenApi, param::Path, payload::Json, types::Example,
+};
 use uuid::Uuid;
 
 use super::{ApiTags, Success};
@@ -43,7 +45,7 @@ impl From<ApnsEnvironment> for Environment {
 
 /// A device to push alerts to. Unknown fields are rejected.
 #[derive(Debug, Clone, Object)]
-#[oai(deny_unknown_fields)]
+#[oai(deny_unknown_fields, example)]
 pub struct DeviceIn {
     /// The APNs device token, in hex.
     #[oai(validator(min_length = 32, max_length = 200, pattern = "^[0-9a-fA-F]+$"))]
@@ -56,6 +58,19 @@ pub struct DeviceIn {
     /// every channel. At most 50, each 1 to 100 characters.
     #[oai(validator(max_items = 50, min_length = 1, max_length = 100))]
     pub channels: Option<Vec<String>>,
+}
+
+/// The sample body the docs show and their "Test Request" sends: a token
+/// of the length APNs gives (32 bytes, 64 hex digits).
+impl Example for DeviceIn {
+    fn example() -> Self {
+        Self {
+            token: "a1b2c3d4e5f60718".repeat(4),
+            environment: Environment::Sandbox,
+            name: Some("On-call iPhone".into()),
+            channels: Some(vec!["payments".into()]),
+        }
+    }
 }
 
 /// A registered device.

@@ -5,7 +5,9 @@ use std::{collections::BTreeMap, sync::Arc};
 use chrono::{DateTime, Utc};
 use common::store::{Delivery, DeliveryState, Event, Inserted, NotificationState};
 use poem::{Request, web::Data};
-use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path, payload::Json};
+use poem_openapi::{
+    ApiResponse, Enum, Object, OpenApi, param::Path, payload::Json, types::Example,
+};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -22,7 +24,7 @@ use crate::{
 
 /// An event to record. Strings must not be empty; unknown fields are rejected.
 #[derive(Debug, Clone, Object)]
-#[oai(rename_all = "camelCase", deny_unknown_fields)]
+#[oai(rename_all = "camelCase", deny_unknown_fields, example)]
 pub struct EventIn {
     /// Channel the event belongs to; created on first use.
     #[oai(validator(min_length = 1, max_length = 100))]
@@ -50,6 +52,27 @@ pub struct EventIn {
     /// Where the event comes from (a service, a script).
     #[oai(validator(min_length = 1, max_length = 100))]
     pub source: Option<String>,
+}
+
+/// The sample body the docs show and their "Test Request" sends: every
+/// field set, every value valid.
+impl Example for EventIn {
+    fn example() -> Self {
+        Self {
+            channel_name: "payments".into(),
+            title: "Payment failed".into(),
+            description: Some("Card declined for order #1042".into()),
+            icon: Some(Icon("💸".into())),
+            tags: Some(vec!["eu".into(), "card".into()]),
+            metadata: Some(BTreeMap::from([
+                ("orderId".into(), Value::from(1042)),
+                ("amount".into(), Value::from(1999)),
+            ])),
+            user_id: Some(Nullable(Some("user_7".into()))),
+            notify: Some(true),
+            source: Some("billing".into()),
+        }
+    }
 }
 
 /// A recorded event.

@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, sync::Arc};
 use chrono::{DateTime, Utc};
 use common::store::Identity;
 use poem::web::Data;
-use poem_openapi::{ApiResponse, Object, OpenApi, payload::Json};
+use poem_openapi::{ApiResponse, Object, OpenApi, payload::Json, types::Example};
 use serde_json::Value;
 
 use super::{ApiTags, Success};
@@ -16,7 +16,7 @@ use crate::{
 
 /// A user identity update. Unknown fields are rejected.
 #[derive(Debug, Clone, Object)]
-#[oai(deny_unknown_fields)]
+#[oai(deny_unknown_fields, example)]
 pub struct IdentifyIn {
     /// The caller's own id for the user.
     #[oai(validator(min_length = 1, max_length = 255))]
@@ -29,6 +29,20 @@ pub struct IdentifyIn {
     /// each 1 to 255 characters.
     #[oai(validator(max_items = 50, min_length = 1, max_length = 255))]
     pub aliases: Option<Vec<String>>,
+}
+
+/// The sample body the docs show and their "Test Request" sends.
+impl Example for IdentifyIn {
+    fn example() -> Self {
+        Self {
+            user_id: "user_7".into(),
+            properties: Some(BTreeMap::from([
+                ("plan".into(), Value::from("pro")),
+                ("seats".into(), Value::from(3)),
+            ])),
+            aliases: Some(vec!["ada@example.com".into()]),
+        }
+    }
 }
 
 /// A user identity as stored after the update.

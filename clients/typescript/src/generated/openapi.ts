@@ -181,16 +181,34 @@ export interface components {
         /**
          * DeviceIn
          * @description A device to push alerts to. Unknown fields are rejected.
+         * @example {
+         *       "token": "a1b2c3d4e5f60718a1b2c3d4e5f60718a1b2c3d4e5f60718a1b2c3d4e5f60718",
+         *       "environment": "sandbox",
+         *       "name": "On-call iPhone",
+         *       "channels": [
+         *         "payments"
+         *       ]
+         *     }
          */
         DeviceIn: {
-            /** @description The APNs device token, in hex. */
+            /**
+             * @description The APNs device token, in hex.
+             * @example a1b2c3d4e5f60718a1b2c3d4e5f60718a1b2c3d4e5f60718a1b2c3d4e5f60718
+             */
             token: string;
+            /** @example sandbox */
             environment: components["schemas"]["Environment"];
-            /** @description A label to recognise the device by. */
+            /**
+             * @description A label to recognise the device by.
+             * @example On-call iPhone
+             */
             name?: string;
             /**
              * @description Only events of these channels are pushed to the device; absent means
              *     every channel. At most 50, each 1 to 100 characters.
+             * @example [
+             *       "payments"
+             *     ]
              */
             channels?: string[];
         };
@@ -230,34 +248,79 @@ export interface components {
         /**
          * EventIn
          * @description An event to record. Strings must not be empty; unknown fields are rejected.
+         * @example {
+         *       "channelName": "payments",
+         *       "title": "Payment failed",
+         *       "description": "Card declined for order #1042",
+         *       "icon": "💸",
+         *       "tags": [
+         *         "eu",
+         *         "card"
+         *       ],
+         *       "metadata": {
+         *         "amount": 1999,
+         *         "orderId": 1042
+         *       },
+         *       "userId": "user_7",
+         *       "notify": true,
+         *       "source": "billing"
+         *     }
          */
         EventIn: {
-            /** @description Channel the event belongs to; created on first use. */
+            /**
+             * @description Channel the event belongs to; created on first use.
+             * @example payments
+             */
             channelName: string;
-            /** @description Event title. */
+            /**
+             * @description Event title.
+             * @example Payment failed
+             */
             title: string;
-            /** @description Event description. */
+            /**
+             * @description Event description.
+             * @example Card declined for order #1042
+             */
             description?: string;
             /**
              * Format: emoji
              * @description A single emoji.
-             * @example 🚀
+             * @example 💸
              */
             icon?: string;
-            /** @description Tags: at most 20, each 1 to 64 characters. */
+            /**
+             * @description Tags: at most 20, each 1 to 64 characters.
+             * @example [
+             *       "eu",
+             *       "card"
+             *     ]
+             */
             tags?: string[];
             /**
              * @description Custom JSON metadata: at most 50 top-level keys, nested at most 16
              *     levels; the whole body is limited to 64 KiB by default.
+             * @example {
+             *       "amount": 1999,
+             *       "orderId": 1042
+             *     }
              */
             metadata?: {
                 [key: string]: unknown;
             };
-            /** @description The caller's user this event is about, or null. */
+            /**
+             * @description The caller's user this event is about, or null.
+             * @example user_7
+             */
             userId?: string | null;
-            /** @description Send a push notification to connected devices. Default true. */
+            /**
+             * @description Send a push notification to connected devices. Default true.
+             * @example true
+             */
             notify?: boolean;
-            /** @description Where the event comes from (a service, a script). */
+            /**
+             * @description Where the event comes from (a service, a script).
+             * @example billing
+             */
             source?: string;
         };
         /**
@@ -297,13 +360,30 @@ export interface components {
         /**
          * IdentifyIn
          * @description A user identity update. Unknown fields are rejected.
+         * @example {
+         *       "user_id": "user_7",
+         *       "properties": {
+         *         "plan": "pro",
+         *         "seats": 3
+         *       },
+         *       "aliases": [
+         *         "ada@example.com"
+         *       ]
+         *     }
          */
         IdentifyIn: {
-            /** @description The caller's own id for the user. */
+            /**
+             * @description The caller's own id for the user.
+             * @example user_7
+             */
             user_id: string;
             /**
              * @description Properties to set: merged into the stored ones, new keys overwrite.
              *     At most 100 top-level keys, nested at most 16 levels.
+             * @example {
+             *       "plan": "pro",
+             *       "seats": 3
+             *     }
              */
             properties?: {
                 [key: string]: unknown;
@@ -311,6 +391,9 @@ export interface components {
             /**
              * @description Alternative ids of the user, added to the stored set: at most 50,
              *     each 1 to 255 characters.
+             * @example [
+             *       "ada@example.com"
+             *     ]
              */
             aliases?: string[];
         };
