@@ -354,32 +354,31 @@ fn the_stack_refuses_to_start_without_the_passwords() {
     let example = read(&deploy_file(".env.example"));
     let mongo = "MONGODB_PASSWORD=mongo-secret\n";
     let rabbit = "RABBITMQ_PASSWORD=rabbit-secret\n";
-    let refused = [
-        ("no env file", String::new(), "MONGODB_PASSWORD"),
-        (
-            "the example as shipped",
-            example.clone(),
-            "MONGODB_PASSWORD",
-        ),
+    // Compose stops at the first variable it cannot interpolate, and which
+    // one it meets first is not fixed when both are missing.
+    const BOTH: &[&str] = &["MONGODB_PASSWORD", "RABBITMQ_PASSWORD"];
+    let refused: [(&str, String, &[&str]); 6] = [
+        ("no env file", String::new(), BOTH),
+        ("the example as shipped", example.clone(), BOTH),
         (
             "no RabbitMQ password",
             format!("{example}\n{mongo}"),
-            "RABBITMQ_PASSWORD",
+            &["RABBITMQ_PASSWORD"],
         ),
         (
             "no MongoDB password",
             format!("{example}\n{rabbit}"),
-            "MONGODB_PASSWORD",
+            &["MONGODB_PASSWORD"],
         ),
         (
             "an empty MongoDB password",
             format!("MONGODB_PASSWORD=\n{rabbit}"),
-            "MONGODB_PASSWORD",
+            &["MONGODB_PASSWORD"],
         ),
         (
             "an empty RabbitMQ password",
             format!("{mongo}RABBITMQ_PASSWORD=\n"),
-            "RABBITMQ_PASSWORD",
+            &["RABBITMQ_PASSWORD"],
         ),
     ];
     for (described, env_file, missing) in refused {
@@ -387,8 +386,8 @@ fn the_stack_refuses_to_start_without_the_passwords() {
             .err()
             .unwrap_or_else(|| panic!("the stack resolves with {described}"));
         assert!(
-            stderr.contains(missing) && stderr.contains("deploy/.env"),
-            "with {described}, the refusal names {missing} and where to set it: {stderr}"
+            missing.iter().any(|name| stderr.contains(name)) && stderr.contains("deploy/.env"),
+            "with {described}, the refusal names one of {missing:?} and where to set it: {stderr}"
         );
     }
 
