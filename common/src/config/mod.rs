@@ -142,10 +142,7 @@ pub fn load<T: ServiceSettings>(sources: &Sources<'_>) -> Result<T, ConfigError>
             sources.variable(unknown)
         )));
     }
-    let backend: Backend = figment.extract().map_err(|e| describe(e, sources))?;
-    let mut settings: T = figment.extract().map_err(|e| describe(e, sources))?;
-    *settings.backend_mut() = backend;
-    Ok(settings)
+    extract(&figment, |e| describe(e, sources))
 }
 
 /// Reads only a defaults file: the settings as shipped, for tests and tools.
@@ -160,8 +157,17 @@ pub fn parse_defaults<T: DeserializeOwned>(defaults: &str) -> Result<T, ConfigEr
 /// A service's settings as shipped: its defaults file over the backend's.
 pub fn service_defaults<T: ServiceSettings>(defaults: &str) -> Result<T, ConfigError> {
     let figment = Figment::from(Toml::string(backend::DEFAULTS)).merge(Toml::string(defaults));
-    let backend: Backend = figment.extract().map_err(|e| ConfigError(e.to_string()))?;
-    let mut settings: T = figment.extract().map_err(|e| ConfigError(e.to_string()))?;
+    extract(&figment, |e| ConfigError(e.to_string()))
+}
+
+/// The service's own settings, with the backend section read from the same
+/// keys filled in; `error` says what a bad value means to the reader.
+fn extract<T: ServiceSettings>(
+    figment: &Figment,
+    error: impl Fn(figment::Error) -> ConfigError,
+) -> Result<T, ConfigError> {
+    let backend: Backend = figment.extract().map_err(&error)?;
+    let mut settings: T = figment.extract().map_err(&error)?;
     *settings.backend_mut() = backend;
     Ok(settings)
 }
