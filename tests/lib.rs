@@ -309,6 +309,24 @@ impl TestApp {
         .expect("key created")
     }
 
+    /// Creates an API key that may do only what `scopes` name.
+    pub async fn create_key_with_scopes(
+        &self,
+        org: &str,
+        project: &str,
+        scopes: &[common::store::KeyScope],
+    ) -> String {
+        ingest::cli::create_key_with_scopes(
+            self.store.as_ref(),
+            Scope::new(org, project),
+            None,
+            None,
+            scopes,
+        )
+        .await
+        .expect("key created")
+    }
+
     /// A key of a fresh project of its own.
     pub async fn new_key(&self) -> (String, Scope) {
         let project = format!("p{}", uuid::Uuid::new_v4().simple());

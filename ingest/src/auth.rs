@@ -1,9 +1,10 @@
 //! Bearer API key authentication: `Authorization: Bearer <key>` → the key's
-//! scope. Keys are looked up by the hash of the secret.
+//! organization and project, and what it may do. Keys are looked up by the
+//! hash of the secret.
 
 use common::{
     keys::{hash_secret, looks_like_secret},
-    store::{Scope, Store, StoreError},
+    store::{KeyScope, Scope, Store, StoreError},
 };
 use poem::http::{HeaderMap, header};
 use uuid::Uuid;
@@ -15,6 +16,14 @@ pub struct AuthContext {
     pub scope: Scope,
     /// The key's own requests-per-minute quota, if it has one.
     pub rate_limit: Option<u32>,
+    /// What the key may do; the gate checks it against the route.
+    pub scopes: Vec<KeyScope>,
+}
+
+impl AuthContext {
+    pub fn allows(&self, scope: KeyScope) -> bool {
+        self.scopes.contains(&scope)
+    }
 }
 
 /// Why a request is not authenticated.
@@ -77,5 +86,6 @@ pub async fn authenticate(
         key_id: key.id,
         scope: key.scope,
         rate_limit: key.rate_limit,
+        scopes: key.scopes,
     })
 }

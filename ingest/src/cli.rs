@@ -6,10 +6,13 @@
 use std::{future::Future, path::PathBuf, process::ExitCode, sync::Arc};
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{
+    Parser, Subcommand,
+    builder::{PossibleValuesParser, TypedValueParser},
+};
 use common::{
     keys::{display_prefix, generate_secret, hash_secret},
-    store::{ApiKey, Scope, Store},
+    store::{ApiKey, KeyScope, Scope, Store},
 };
 use uuid::Uuid;
 
@@ -53,6 +56,15 @@ enum KeysCommand {
         /// Requests per minute for this key, instead of the service default.
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         rate_limit: Option<u32>,
+        /// What the key may do, comma-separated. A key for a phone or a
+        /// browser that only registers its device needs only devices:write.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            value_parser = scope_parser(),
+            default_value = ALL_SCOPES,
+        )]
+        scopes: Vec<KeyScope>,
     },
     /// List every key (never the secrets).
     List {
@@ -78,6 +90,15 @@ fn parse_name(s: &str) -> Result<String, String> {
     } else {
         Err("use 1 to 100 letters, digits, '-', '_' or '.'".into())
     }
+}
+
+/// Every scope, as `--scopes` takes them (and `--help` shows the default).
+const ALL_SCOPES: &str = "events:write,events:read,devices:write,devices:read";
+
+/// Scope names, refused with the list of valid ones when unknown.
+fn scope_parser() -> impl TypedValueParser<Value = KeyScope> {
+    PossibleValuesParser::new(KeyScope::ALL.map(KeyScope::as_str))
+        .map(|name| KeyScope::parse(&name).expect("clap accepted only known names"))
 }
 
 /// Parses the command line and runs it, serving with `serve` (the binary's
@@ -124,9 +145,16 @@ async fn keys(config: Config, command: KeysCommand) -> anyhow::Result<()> {
             project,
             name,
             rate_limit,
+            scopes,
         } => {
-            let secret =
-                create_key(store.as_ref(), Scope::new(org, project), name, rate_limit).await?;
+            let secret = create_key_with_scopes(
+                store.as_ref(),
+                Scope::new(org, project),
+                name,
+                rate_limit,
+                &scopes,
+            )
+            .await?;
             println!("{secret}");
         }
         KeysCommand::List { json } => {
@@ -171,12 +199,24 @@ async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
     Ok(store)
 }
 
-/// Creates and stores a key; returns the secret, which is not kept anywhere.
+/// Creates and stores a key with every scope; returns the secret, which is
+/// not kept anywhere.
 pub async fn create_key(
     store: &dyn Store,
     scope: Scope,
     name: Option<String>,
     rate_limit: Option<u32>,
+) -> anyhow::Result<String> {
+    create_key_with_scopes(store, scope, name, rate_limit, &KeyScope::ALL).await
+}
+
+/// Creates and stores a key that may do only what `scopes` name.
+pub async fn create_key_with_scopes(
+    store: &dyn Store,
+    scope: Scope,
+    name: Option<String>,
+    rate_limit: Option<u32>,
+    scopes: &[KeyScope],
 ) -> anyhow::Result<String> {
     let secret = generate_secret();
     let key = ApiKey {
@@ -186,6 +226,7 @@ pub async fn create_key(
         hash: hash_secret(&secret),
         prefix: display_prefix(&secret),
         rate_limit,
+        scopes: KeyScope::canonical(scopes.iter().copied()),
         created_at: common::time::now(),
         revoked_at: None,
     };
@@ -201,19 +242,21 @@ fn key_json(k: &ApiKey) -> serde_json::Value {
         "project": k.scope.project,
         "prefix": k.prefix,
         "rateLimit": k.rate_limit,
+        "scopes": KeyScope::names(&k.scopes),
         "createdAt": k.created_at,
         "revokedAt": k.revoked_at,
     })
 }
 
+/// The table `keys list` prints; SCOPES comes last, as its width varies.
 fn print_table(keys: &[ApiKey]) {
     println!(
-        "{:<36}  {:<16}  {:<16}  {:<16}  {:<13}  {:>10}  {:<7}",
+        "{:<36}  {:<16}  {:<16}  {:<16}  {:<13}  {:>10}  {:<7}  SCOPES",
         "ID", "NAME", "ORG", "PROJECT", "PREFIX", "RATE/MIN", "STATUS"
     );
     for k in keys {
         println!(
-            "{:<36}  {:<16}  {:<16}  {:<16}  {:<13}  {:>10}  {:<7}",
+            "{:<36}  {:<16}  {:<16}  {:<16}  {:<13}  {:>10}  {:<7}  {}",
             k.id,
             k.name.as_deref().unwrap_or("-"),
             k.scope.org,
@@ -222,6 +265,34 @@ fn print_table(keys: &[ApiKey]) {
             k.rate_limit
                 .map_or_else(|| "default".to_owned(), |n| n.to_string()),
             if k.is_active() { "active" } else { "revoked" },
+            KeyScope::names(&k.scopes).join(","),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scopes_of(args: &[&str]) -> Vec<KeyScope> {
+        let base = ["ingest", "keys", "create", "--org", "a", "--project", "b"];
+        let cli = Cli::try_parse_from(base.iter().chain(args)).expect("parses");
+        match cli.command {
+            Some(Command::Keys(KeysCommand::Create { scopes, .. })) => scopes,
+            other => panic!("not keys create: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_new_key_has_every_scope_unless_told_otherwise() {
+        assert_eq!(scopes_of(&[]), KeyScope::ALL.to_vec());
+        assert_eq!(
+            scopes_of(&["--scopes", "devices:write"]),
+            vec![KeyScope::DevicesWrite]
+        );
+        assert_eq!(
+            scopes_of(&["--scopes", "devices:read,events:write"]),
+            vec![KeyScope::DevicesRead, KeyScope::EventsWrite]
         );
     }
 }

@@ -39,6 +39,13 @@ pub struct Config {
     pub trust_forwarded_for: bool,
     pub cors_origins: String,
     pub shutdown_grace_seconds: u64,
+    pub stream_poll_interval_ms: NonZeroU64,
+    pub stream_keepalive_seconds: NonZeroU64,
+    pub streams_per_key: usize,
+    /// Unset: events are kept forever.
+    pub retention_days: Option<NonZeroU32>,
+    pub retention_interval_seconds: NonZeroU64,
+    pub retention_batch: NonZeroU32,
     pub log_format: LogFormat,
 }
 
@@ -102,6 +109,12 @@ impl Config {
             ));
         }
         self.cors_origins()?;
+        if self.streams_per_key == 0 {
+            return Err(ConfigError::invalid(
+                "INGEST_STREAMS_PER_KEY",
+                "must be at least 1",
+            ));
+        }
         if self.max_body_bytes < 1024 {
             return Err(ConfigError::invalid(
                 "INGEST_MAX_BODY_BYTES",
@@ -148,6 +161,33 @@ impl Config {
             hyper_max_header_bytes: self.max_header_bytes * 4,
             grace: Duration::from_secs(self.shutdown_grace_seconds),
         }
+    }
+
+    /// How often live streams look for events other replicas recorded.
+    pub fn stream_poll_interval(&self) -> Duration {
+        Duration::from_millis(self.stream_poll_interval_ms.get())
+    }
+
+    /// The longest silence on a live stream before a comment line.
+    pub fn stream_keepalive(&self) -> Duration {
+        Duration::from_secs(self.stream_keepalive_seconds.get())
+    }
+
+    /// How long after its `createdAt` an event may still become visible:
+    /// its write may take up to the store's deadline, and replicas' clocks
+    /// may differ a little.
+    pub fn stream_lookback(&self) -> Duration {
+        self.backend.store_timeout() * 2 + Duration::from_secs(2)
+    }
+
+    /// Whether and how old events are deleted.
+    pub fn retention(&self) -> Option<crate::retention::Retention> {
+        self.retention_days
+            .map(|keep_days| crate::retention::Retention {
+                keep_days,
+                interval: Duration::from_secs(self.retention_interval_seconds.get()),
+                batch: self.retention_batch,
+            })
     }
 
     /// How often the outbox relay runs.

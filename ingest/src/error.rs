@@ -2,7 +2,7 @@
 //! spec's envelope with the request's id, internal causes are logged and
 //! never shown.
 
-use common::store::StoreError;
+use common::store::{KeyScope, StoreError};
 use poem::{
     Response,
     http::{StatusCode, header},
@@ -58,6 +58,8 @@ pub enum ApiError {
     },
     #[error("{0}")]
     Unauthorized(&'static str),
+    #[error("this API key lacks the {0} scope")]
+    MissingScope(KeyScope),
     #[error("{0}")]
     NotFound(String),
     #[error("cross-origin requests from this origin are not allowed")]
@@ -81,6 +83,8 @@ pub enum ApiError {
     IdempotencyMismatch,
     #[error("rate limit exceeded; retry in {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
+    #[error("this API key has {limit} streams open already; close one first")]
+    TooManyStreams { limit: usize },
     #[error("service temporarily unavailable; retry later")]
     Unavailable(String),
     #[error("internal server error")]
@@ -95,14 +99,14 @@ impl ApiError {
             }
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
-            Self::OriginNotAllowed => StatusCode::FORBIDDEN,
+            Self::MissingScope(_) | Self::OriginNotAllowed => StatusCode::FORBIDDEN,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::IdempotencyInFlight => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::IdempotencyMismatch => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited { .. } | Self::TooManyStreams { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }

@@ -1,7 +1,8 @@
 //! The gate every request passes: authentication for `/v1`, then the rate
 //! limit that applies (the key's, the address's failed-authentication one,
-//! or the address's anonymous one). Whatever the outcome, the response
-//! carries the `X-RateLimit-*` headers of the limit that was applied.
+//! or the address's anonymous one), then the scope the route needs. Whatever
+//! the outcome, the response carries the `X-RateLimit-*` headers of the
+//! limit that was applied.
 
 use std::{net::IpAddr, sync::Arc};
 
@@ -42,6 +43,10 @@ pub async fn gate<E: Endpoint>(
     let limits = &state.rate_limits;
 
     let anonymous = routes::access(req.uri().path()) == Access::Anonymous;
+    // A key without the route's scope is authenticated: its refusal counts
+    // against the key's quota like any request, never as a failed
+    // authentication of the address.
+    let mut missing_scope = None;
     let decision = if anonymous {
         limits.check_anonymous(addr)
     } else if let Some(Decision::Limited {
@@ -57,6 +62,8 @@ pub async fn gate<E: Endpoint>(
         match authenticate(state.store.as_ref(), req.headers()).await {
             Ok(auth) => {
                 let decision = limits.check_key(auth.key_id, auth.rate_limit);
+                missing_scope = routes::required_scope(req.method(), req.uri().path())
+                    .filter(|scope| !auth.allows(*scope));
                 req.extensions_mut().insert(auth);
                 decision
             }
@@ -85,15 +92,19 @@ pub async fn gate<E: Endpoint>(
         }
     };
 
-    let mut response = match decision {
-        Decision::Allowed(_) => rendered(
+    let mut response = match (decision, missing_scope) {
+        (Decision::Allowed(_), Some(scope)) => ApiError::MissingScope(scope).render(request_id),
+        (Decision::Allowed(_), None) => rendered(
             ep.call(req).await.map(IntoResponse::into_response),
             request_id,
         ),
-        Decision::Limited {
-            info,
-            retry_after_secs,
-        } => {
+        (
+            Decision::Limited {
+                info,
+                retry_after_secs,
+            },
+            _,
+        ) => {
             state
                 .metrics
                 .rate_limited(if anonymous { "anonymous" } else { "key" });

@@ -4,10 +4,16 @@
 //! request passes, outermost first: [`request_id`] (id, logging, error
 //! envelope) → [`cors`] (browsers' preflights, answered before any key is
 //! asked for) → [`gate`] (authentication and rate limits) → [`header_limit`]
-//! → [`body_limit`] → [`allow`] (`Allow` on a 405) → [`idempotency`] → the
+//! → [`body_limit`] → [`allow`] (`Allow` on a 405) → [`idempotency`] →
+//! [`query`] (unknown and unparsable query parameters) → the
 //! handlers in [`api`], whose bodies are checked by [`validation`] against
 //! the schemas [`openapi`] publishes. [`routes`] is the one rule for which
-//! routes need a key and take an `Idempotency-Key`.
+//! routes need a key and take an `Idempotency-Key`. [`feed`] serves the
+//! feed page at `/`, a browser client of the read API.
+//!
+//! Beside the requests, background tasks: the [`outbox`] relay, the [`tail`]
+//! that live streams follow (what every replica records), and
+//! [`retention`].
 //!
 //! The library knows nothing of the notifier: [`Application::build`] takes a
 //! store, a queue producer (the [`outbox`] publishes each event's job to it)
@@ -23,18 +29,22 @@ pub mod cli;
 pub mod config;
 mod cors;
 mod error;
+mod feed;
 mod gate;
 mod header_limit;
 mod idempotency;
 mod metrics;
 mod openapi;
 mod outbox;
+mod query;
 mod rate_limit;
 mod request_id;
+mod retention;
 mod routes;
 mod server;
 pub mod startup;
 mod state;
+mod tail;
 mod types;
 mod validation;
 

@@ -56,6 +56,14 @@ pub struct IngestMetrics {
     pub jobs_published: Family<PublishLabels, Counter>,
     pub outbox_backlog: Gauge,
     pub open_connections: Gauge,
+    pub open_streams: Gauge,
+    pub retention_removed: Family<RetentionLabels, Counter>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RetentionLabels {
+    /// `events` or `deliveries`.
+    pub record: &'static str,
 }
 
 impl IngestMetrics {
@@ -68,6 +76,8 @@ impl IngestMetrics {
             jobs_published: Family::default(),
             outbox_backlog: Gauge::default(),
             open_connections: Gauge::default(),
+            open_streams: Gauge::default(),
+            retention_removed: Family::default(),
         };
         registry.register(
             "http_requests",
@@ -119,6 +129,22 @@ impl IngestMetrics {
             "Client connections open now (at most max_connections)",
             metrics.open_connections.clone(),
         );
+        registry.register(
+            "open_streams",
+            "Live event streams (GET /v1/stream) open now on this replica",
+            metrics.open_streams.clone(),
+        );
+        registry.register(
+            "retention_removed",
+            "Records removed because they were older than INGEST_RETENTION_DAYS",
+            metrics.retention_removed.clone(),
+        );
+        for record in ["events", "deliveries"] {
+            metrics
+                .retention_removed
+                .get_or_create(&RetentionLabels { record })
+                .inc_by(0);
+        }
         metrics
     }
 
@@ -147,20 +173,9 @@ impl Routes {
     }
 
     pub fn template(&self, path: &str) -> &str {
-        let matches = |template: &&String| {
-            let mut pattern = template.split('/');
-            let mut segments = path.split('/');
-            loop {
-                match (pattern.next(), segments.next()) {
-                    (None, None) => return true,
-                    (Some(p), Some(s)) if p == s || (p.starts_with('{') && !s.is_empty()) => {}
-                    _ => return false,
-                }
-            }
-        };
         self.0
             .iter()
-            .find(matches)
+            .find(|template| crate::routes::matches(template, path))
             .map_or("unmatched", |t| t.as_str())
     }
 }

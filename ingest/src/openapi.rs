@@ -14,11 +14,22 @@ use poem_openapi::{OpenApiService, registry::Registry, types::Type};
 use serde_json::{Value, json};
 
 use crate::{
-    api::{devices::DevicesApi, events::EventsApi, health::HealthApi, identify::IdentifyApi},
+    api::{
+        channels::ChannelsApi, devices::DevicesApi, events::EventsApi, health::HealthApi,
+        identify::IdentifyApi, stats::StatsApi, stream::StreamApi,
+    },
     error::ErrorEnvelope,
 };
 
-pub type Apis = (EventsApi, IdentifyApi, DevicesApi, HealthApi);
+pub type Apis = (
+    EventsApi,
+    IdentifyApi,
+    DevicesApi,
+    ChannelsApi,
+    StatsApi,
+    StreamApi,
+    HealthApi,
+);
 
 /// The version stamped into the document.
 const API_VERSION: &str = "1.0.0";
@@ -32,6 +43,13 @@ Every response, success or error, carries an envelope with a `requestId` \
 (also in `X-Request-Id`) and the `X-RateLimit-*` headers. Errors use the \
 error envelope; validation errors list every fault in `details`, each with \
 the path of the faulty field.
+
+A key has scopes, chosen when it is created (all four by default): \
+`events:write` (record events, identify users), `events:read` (read events, \
+channels, users, the stream and statistics), `devices:write` (register and \
+delete devices), `devices:read` (list devices). Each operation says the one \
+it needs; a key without it gets 403. A key that only registers its device \
+(in a phone or a browser) needs only `devices:write`.
 
 POST requests accept an `Idempotency-Key` (1 to 255 visible ASCII characters, \
 kept 24 hours, per project): a retry with the same key and body replays the original \

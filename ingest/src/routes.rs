@@ -1,7 +1,9 @@
 //! The one rule for what a route asks of a request: whether it needs an API
-//! key, and whether it takes an `Idempotency-Key`. The gate, the idempotency
-//! layer and the OpenAPI document all read it, so the three cannot drift.
+//! key, which scope the key must have, and whether it takes an
+//! `Idempotency-Key`. The gate, the idempotency layer and the OpenAPI
+//! document all read it, so the three cannot drift.
 
+use common::store::KeyScope;
 use poem::http::Method;
 
 /// The versioned API: every route under it needs an API key.
@@ -29,6 +31,53 @@ pub fn access(path: &str) -> Access {
     }
 }
 
+/// The scope each API operation needs, by method and path template (a
+/// `{name}` segment stands for any one non-empty segment). Every operation
+/// under `/v1` is here: a key can do nothing its scopes do not name.
+const SCOPES: &[(&str, &str, KeyScope)] = &[
+    ("POST", "/v1/events", KeyScope::EventsWrite),
+    ("POST", "/v1/identify", KeyScope::EventsWrite),
+    ("GET", "/v1/events", KeyScope::EventsRead),
+    ("GET", "/v1/events/{id}", KeyScope::EventsRead),
+    ("GET", "/v1/channels", KeyScope::EventsRead),
+    ("GET", "/v1/users/{userId}", KeyScope::EventsRead),
+    ("GET", "/v1/stream", KeyScope::EventsRead),
+    ("GET", "/v1/stats/events", KeyScope::EventsRead),
+    ("POST", "/v1/devices", KeyScope::DevicesWrite),
+    ("DELETE", "/v1/devices/{id}", KeyScope::DevicesWrite),
+    ("GET", "/v1/devices", KeyScope::DevicesRead),
+];
+
+/// Whether `path` (a request's, or a template itself) is an instance of
+/// `template`.
+pub fn matches(template: &str, path: &str) -> bool {
+    let mut pattern = template.split('/');
+    let mut segments = path.split('/');
+    loop {
+        match (pattern.next(), segments.next()) {
+            (None, None) => return true,
+            (Some(p), Some(s)) if p == s || (p.starts_with('{') && !s.is_empty()) => {}
+            _ => return false,
+        }
+    }
+}
+
+/// The scope a key needs for `method` on `path`; `None` for what is not an
+/// API operation (an unknown route or method, answered 404 or 405 after
+/// authentication). HEAD is GET without the body, so it needs what GET
+/// needs.
+pub fn required_scope(method: &Method, path: &str) -> Option<KeyScope> {
+    let method = if method == Method::HEAD {
+        &Method::GET
+    } else {
+        method
+    };
+    SCOPES
+        .iter()
+        .find(|(m, template, _)| method.as_str() == *m && matches(template, path))
+        .map(|(_, _, scope)| *scope)
+}
+
 /// Whether `method` on `path` takes an `Idempotency-Key`: the API's writes
 /// (every one of them is a POST; a DELETE is idempotent by itself).
 pub fn is_idempotent(method: &Method, path: &str) -> bool {
@@ -46,6 +95,42 @@ mod tests {
         }
         for path in ["/", "/v10/events", "/v1events", "/healthz", "/openapi.json"] {
             assert_eq!(access(path), Access::Anonymous, "{path}");
+        }
+    }
+
+    #[test]
+    fn each_operation_needs_its_scope() {
+        use KeyScope::*;
+        for (method, path, scope) in [
+            (Method::POST, "/v1/events", EventsWrite),
+            (Method::POST, "/v1/identify", EventsWrite),
+            (Method::GET, "/v1/events", EventsRead),
+            (Method::HEAD, "/v1/events", EventsRead),
+            (Method::GET, "/v1/events/0195a1b2", EventsRead),
+            (Method::GET, "/v1/events/{id}", EventsRead),
+            (Method::GET, "/v1/channels", EventsRead),
+            (Method::GET, "/v1/users/user_7", EventsRead),
+            (Method::GET, "/v1/stream", EventsRead),
+            (Method::GET, "/v1/stats/events", EventsRead),
+            (Method::POST, "/v1/devices", DevicesWrite),
+            (Method::DELETE, "/v1/devices/0195a1b2", DevicesWrite),
+            (Method::GET, "/v1/devices", DevicesRead),
+        ] {
+            assert_eq!(
+                required_scope(&method, path),
+                Some(scope),
+                "{method} {path}"
+            );
+        }
+        for (method, path) in [
+            (Method::PUT, "/v1/events"),
+            (Method::GET, "/v1/events/"),
+            (Method::GET, "/v1/events/a/b"),
+            (Method::GET, "/v1/users/"),
+            (Method::GET, "/healthz"),
+            (Method::OPTIONS, "/v1/devices"),
+        ] {
+            assert_eq!(required_scope(&method, path), None, "{method} {path}");
         }
     }
 

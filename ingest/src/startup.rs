@@ -20,16 +20,21 @@ use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
 
 use crate::{
     allow::{AllowedMethods, allow},
-    api::{devices::DevicesApi, events::EventsApi, health::HealthApi, identify::IdentifyApi},
+    api::{
+        channels::ChannelsApi, devices::DevicesApi, events::EventsApi, health::HealthApi,
+        identify::IdentifyApi, stats::StatsApi, stream::StreamApi,
+    },
     body_limit::limit_body,
     config::Config,
     cors::{Cors, cors},
+    feed::{self, Feed},
     gate::gate,
     header_limit::{HeaderLimits, limit_headers},
     idempotency::idempotency,
     metrics::{self, IngestMetrics, RequestObserver, Routes},
     openapi,
     outbox::Outbox,
+    query::{QueryRules, check_query},
     request_id::request_id,
     server,
     state::AppState,
@@ -43,7 +48,8 @@ pub struct Application {
     state: Arc<AppState>,
     app: poem::endpoint::BoxEndpoint<'static, poem::Response>,
     stop: watch::Sender<bool>,
-    relay: JoinHandle<()>,
+    /// The outbox relay, then the tail and retention, each stopped by `stop`.
+    background: Vec<JoinHandle<()>>,
 }
 
 impl Application {
@@ -70,8 +76,20 @@ impl Application {
             // unfinished is queued again, the whole backlog.
             outbox.recover().await;
         }
-        let relay = tokio::spawn(Arc::clone(&outbox).run_relay(config.relay_interval(), stopped));
+        let mut background = vec![tokio::spawn(
+            Arc::clone(&outbox).run_relay(config.relay_interval(), stopped.clone()),
+        )];
         let state = Arc::new(AppState::new(config, store, outbox, metrics));
+        background.push(tokio::spawn(
+            Arc::clone(&state.tail).run(state.config.stream_poll_interval()),
+        ));
+        if let Some(retention) = state.config.retention() {
+            background.push(tokio::spawn(retention.run(
+                Arc::clone(&state.store),
+                state.metrics.clone(),
+                stopped,
+            )));
+        }
         let app = routes(Arc::clone(&state), Arc::new(registry))?;
         let listener = TcpListener::bind(addr)
             .await
@@ -85,7 +103,7 @@ impl Application {
             state,
             app,
             stop,
-            relay,
+            background,
         })
     }
 
@@ -102,6 +120,13 @@ impl Application {
     ) -> anyhow::Result<()> {
         let sweeper = tokio::spawn(sweep_rate_limits(Arc::clone(&self.state)));
         tracing::info!(addr = %self.addr, "ingest listening");
+        let tail = Arc::clone(&self.state.tail);
+        let shutdown = async move {
+            shutdown.await;
+            // Live streams never finish by themselves: end them, so their
+            // connections close within the grace period like the rest.
+            tail.close();
+        };
         server::serve(
             self.listener,
             Arc::new(self.app),
@@ -112,9 +137,12 @@ impl Application {
         .await;
         sweeper.abort();
         // Requests are done (or out of time): the relay flushes what they
-        // left pending and stops.
+        // left pending and stops, and so do the other background tasks.
+        self.state.tail.close();
         let _ = self.stop.send(true);
-        let _ = self.relay.await;
+        for task in self.background {
+            let _ = task.await;
+        }
         Ok(())
     }
 }
@@ -134,6 +162,15 @@ fn routes(
         DevicesApi {
             state: Arc::clone(&state),
         },
+        ChannelsApi {
+            state: Arc::clone(&state),
+        },
+        StatsApi {
+            state: Arc::clone(&state),
+        },
+        StreamApi {
+            state: Arc::clone(&state),
+        },
         HealthApi {
             state: Arc::clone(&state),
         },
@@ -143,6 +180,7 @@ fn routes(
     // The page shows the published 3.1 document, what clients get.
     let docs_html = Html(openapi::docs_page(&service, &document));
     const EXTRA_ROUTES: [&str; 3] = ["/openapi.json", "/docs", "/metrics"];
+    let extra_routes: Vec<&str> = EXTRA_ROUTES.into_iter().chain(feed::ROUTES).collect();
     let observer = Arc::new(RequestObserver {
         metrics: state.metrics.clone(),
         routes: Routes::new(
@@ -150,10 +188,11 @@ fn routes(
                 .as_object()
                 .into_iter()
                 .flat_map(|paths| paths.keys().cloned())
-                .chain(EXTRA_ROUTES.map(String::from)),
+                .chain(extra_routes.iter().map(|r| (*r).to_owned())),
         ),
     });
-    let allowed = Arc::new(AllowedMethods::new(&document, &EXTRA_ROUTES));
+    let allowed = Arc::new(AllowedMethods::new(&document, &extra_routes));
+    let query_rules = Arc::new(QueryRules::new(&document));
     let cors_policy = Arc::new(Cors {
         origins: state.config.cors_origins()?,
         allowed: Arc::clone(&allowed),
@@ -165,6 +204,7 @@ fn routes(
         max_bytes: state.config.max_header_bytes,
     };
     let (s1, s2, s3) = (Arc::clone(&state), Arc::clone(&state), Arc::clone(&state));
+    let feed = Arc::new(Feed::new());
     let app = Route::new()
         .at(
             "/openapi.json",
@@ -183,6 +223,8 @@ fn routes(
         )
         .nest("/", service)
         .data(validators)
+        .around(move |ep, req| feed::serve(ep, req, Arc::clone(&feed)))
+        .around(move |ep, req| check_query(ep, req, Arc::clone(&query_rules)))
         .around(move |ep, req| idempotency(ep, req, Arc::clone(&s1)))
         .around(move |ep, req| allow(ep, req, Arc::clone(&allowed)))
         .around(move |ep, req| limit_body(ep, req, max_body))

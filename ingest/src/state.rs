@@ -4,7 +4,10 @@ use std::sync::Arc;
 
 use common::store::Store;
 
-use crate::{config::Config, metrics::IngestMetrics, outbox::Outbox, rate_limit::RateLimits};
+use crate::{
+    api::stream::StreamSlots, config::Config, metrics::IngestMetrics, outbox::Outbox,
+    rate_limit::RateLimits, tail::Tail,
+};
 
 pub struct AppState {
     pub config: Config,
@@ -12,6 +15,10 @@ pub struct AppState {
     pub rate_limits: RateLimits,
     pub outbox: Arc<Outbox>,
     pub metrics: IngestMetrics,
+    /// What live streams follow.
+    pub tail: Arc<Tail>,
+    /// The streams each key holds open.
+    pub streams: StreamSlots,
 }
 
 impl AppState {
@@ -26,12 +33,16 @@ impl AppState {
             config.auth_failures_per_minute.get(),
             config.anonymous_rate_limit_per_minute.get(),
         );
+        let tail = Tail::new(Arc::clone(&store), config.stream_lookback());
+        let streams = StreamSlots::new(config.streams_per_key, metrics.open_streams.clone());
         Self {
             config,
             store,
             rate_limits,
             outbox,
             metrics,
+            tail,
+            streams,
         }
     }
 }

@@ -12,6 +12,8 @@
 mod messages;
 mod unknown;
 
+pub(crate) use unknown::closest_name;
+
 use std::{
     collections::{HashMap, HashSet},
     sync::Arc,

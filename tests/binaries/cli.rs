@@ -97,6 +97,122 @@ fn keys_can_be_created_listed_and_revoked_on_mongodb() {
     key_admin_works(&mongo());
 }
 
+/// The JSON lines of `keys list --json`.
+fn listed_json(env: &[(&str, String)]) -> Vec<serde_json::Value> {
+    let listed = run(env, &["keys", "list", "--json"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    stdout(&listed)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect()
+}
+
+/// `--scopes` limits a key to what it names (all four without it), and
+/// `keys list` shows each key's scopes by name, in the table and in JSON.
+fn key_scopes_are_chosen_and_listed(env: &[(&str, String)]) {
+    for (project, scopes) in [
+        ("phone", Some("events:read")),
+        ("web", None),
+        ("browser", Some("devices:write,events:read,devices:write")),
+    ] {
+        let mut args = vec!["keys", "create", "--org", "acme", "--project", project];
+        args.extend(scopes.iter().flat_map(|s| ["--scopes", *s]));
+        let created = run(env, &args);
+        assert!(created.status.success(), "{args:?}: {}", stderr(&created));
+    }
+    let expected = [
+        ("phone", json!(["events:read"])),
+        (
+            "web",
+            json!([
+                "events:write",
+                "events:read",
+                "devices:write",
+                "devices:read"
+            ]),
+        ),
+        ("browser", json!(["events:read", "devices:write"])),
+    ];
+
+    let keys = listed_json(env);
+    assert_eq!(keys.len(), expected.len());
+    for (project, scopes) in &expected {
+        let key = keys
+            .iter()
+            .find(|k| k["project"] == *project)
+            .unwrap_or_else(|| panic!("{project} listed: {keys:?}"));
+        assert_eq!(key["scopes"], *scopes, "{project}");
+    }
+
+    let listed = run(env, &["keys", "list"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let table = stdout(&listed);
+    let mut lines = table.lines();
+    let header = lines.next().expect("a header");
+    assert_eq!(header.split_whitespace().last(), Some("SCOPES"), "{table}");
+    for (project, scopes) in &expected {
+        let row = table
+            .lines()
+            .find(|l| l.split_whitespace().any(|cell| cell == *project))
+            .unwrap_or_else(|| panic!("{project} in {table}"));
+        let names: Vec<&str> = scopes
+            .as_array()
+            .expect("names")
+            .iter()
+            .filter_map(serde_json::Value::as_str)
+            .collect();
+        assert_eq!(
+            row.split_whitespace().last(),
+            Some(names.join(",").as_str()),
+            "{table}"
+        );
+    }
+}
+
+#[test]
+fn key_scopes_are_chosen_and_listed_in_embedded_mode() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    key_scopes_are_chosen_and_listed(&embedded(dir.path()));
+}
+
+#[test]
+fn key_scopes_are_chosen_and_listed_on_mongodb() {
+    key_scopes_are_chosen_and_listed(&mongo());
+}
+
+#[test]
+fn an_unknown_scope_is_refused_naming_the_valid_ones() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let env = embedded(dir.path());
+    for scopes in ["events:read,billing:admin", "events", ""] {
+        let out = run(
+            &env,
+            &[
+                "keys",
+                "create",
+                "--org",
+                "acme",
+                "--project",
+                "web",
+                "--scopes",
+                scopes,
+            ],
+        );
+        assert_eq!(out.status.code(), Some(2), "{scopes:?}: {}", stderr(&out));
+        assert!(stdout(&out).is_empty(), "no key printed for {scopes:?}");
+        let said = stderr(&out);
+        for valid in [
+            "events:write",
+            "events:read",
+            "devices:write",
+            "devices:read",
+        ] {
+            assert!(said.contains(valid), "{scopes:?}: {said}");
+        }
+    }
+    assert!(listed_json(&env).is_empty(), "no key was created");
+}
+
 /// `keys list` run in `dir` with the shipped `data_dir` (`./data`), as an
 /// operator in another directory would.
 fn list_keys_in(dir: &Path) -> Output {

@@ -245,11 +245,14 @@ async fn every_operation_has_a_tocsin_client_sample_calling_a_real_method() {
                 source.contains(r#"import { Tocsin } from "@tocsin/client";"#),
                 "{name}: {source}"
             );
+            // The call is the last `tocsin.` of the sample, awaited or
+            // iterated (`for await (const event of tocsin.events.stream(`).
             let call = source
-                .split_once("await tocsin.")
+                .rsplit_once("tocsin.")
+                .filter(|(before, _)| before.contains("await"))
                 .and_then(|(_, call)| call.split_once('('))
                 .map(|(call, _)| call)
-                .unwrap_or_else(|| panic!("{name}: no `await tocsin.<method>(` in {source}"));
+                .unwrap_or_else(|| panic!("{name}: no awaited `tocsin.<method>(` in {source}"));
             let exists = match call.split_once('.') {
                 // `tocsin.identify`, `tocsin.request`: a method of the client.
                 None => {
@@ -263,12 +266,65 @@ async fn every_operation_has_a_tocsin_client_sample_calling_a_real_method() {
                     .and_then(|(_, rest)| rest.split_once(';'))
                     .is_some_and(|(class, _)| {
                         let resource = read(&format!("resources/{property}.ts"));
+                        // `async get(`, or `list(` returning a promise or
+                        // an async iterable.
                         resource.contains(&format!("export class {class} "))
-                            && resource.contains(&format!("async {method}("))
+                            && (resource.contains(&format!("async {method}("))
+                                || resource.contains(&format!("\n  {method}(")))
                     }),
             };
             assert!(exists, "{name}: the client has no method `tocsin.{call}`");
         }
     }
     assert!(operations >= 8, "only {operations} operations documented");
+}
+
+/// Each API operation says which key scope it needs and documents the 403 a
+/// key without it gets; an operation that needs no scope has no 403.
+#[tokio::test]
+async fn every_api_operation_names_its_scope_and_documents_its_403() {
+    let doc = document(&TestApp::spawn(StoreKind::Sqlite).await).await;
+    let needs = |method: &str, path: &str| match (method, path) {
+        ("post", "/v1/events" | "/v1/identify") => Some("events:write"),
+        (
+            "get",
+            "/v1/events" | "/v1/events/{id}" | "/v1/channels" | "/v1/users/{userId}" | "/v1/stream"
+            | "/v1/stats/events",
+        ) => Some("events:read"),
+        ("post", "/v1/devices") | ("delete", "/v1/devices/{id}") => Some("devices:write"),
+        ("get", "/v1/devices") => Some("devices:read"),
+        _ => None,
+    };
+    let mut scoped = 0;
+    for (method, path) in tocsin_tests::contract::operations(&doc) {
+        let op = &doc["paths"][&path][&method];
+        let forbidden = &op["responses"]["403"];
+        let Some(scope) = needs(&method, &path) else {
+            assert!(
+                !path.starts_with("/v1"),
+                "{method} {path} is an API operation with no scope"
+            );
+            assert!(forbidden.is_null(), "{method} {path} documents a 403");
+            continue;
+        };
+        scoped += 1;
+        let description = op["description"].as_str().unwrap_or_default();
+        assert!(
+            description.contains(&format!("Needs the `{scope}` scope.")),
+            "{method} {path}: {description:?}"
+        );
+        assert_eq!(
+            forbidden["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/ErrorEnvelope",
+            "{method} {path}"
+        );
+        assert!(
+            forbidden["description"]
+                .as_str()
+                .is_some_and(|d| d.contains(scope)),
+            "{method} {path}: {forbidden}"
+        );
+        assert!(forbidden["headers"]["X-RateLimit-Remaining"].is_object());
+    }
+    assert!(scoped >= 5, "the API's operations were found: {scoped}");
 }

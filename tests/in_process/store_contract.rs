@@ -4,7 +4,7 @@
 use std::{sync::Arc, time::Duration};
 
 use chrono::Duration as Age;
-use common::store::{ApiKey, IdempotencyBegin, Scope, Store, StoredResponse};
+use common::store::{ApiKey, IdempotencyBegin, KeyScope, Scope, Store, StoredResponse};
 use serde_json::{Map, json};
 use tocsin_tests::{StoreKind, TestConfig, for_each_store, pending_event};
 use uuid::Uuid;
@@ -35,18 +35,23 @@ fn response(body: &str) -> StoredResponse {
     }
 }
 
-async fn api_keys_are_found_by_hash_listed_and_revoked(kind: StoreKind) {
-    let (store, _t) = open(kind).await;
-    let key = ApiKey {
+fn api_key(scopes: Vec<KeyScope>) -> ApiKey {
+    ApiKey {
         id: Uuid::now_v7(),
         name: Some("ci".into()),
         scope: scope(),
         hash: format!("{:064x}", Uuid::new_v4().as_u128()),
         prefix: "tocsin_abcdef".into(),
         rate_limit: Some(42),
+        scopes,
         created_at: common::time::now(),
         revoked_at: None,
-    };
+    }
+}
+
+async fn api_keys_are_found_by_hash_listed_and_revoked(kind: StoreKind) {
+    let (store, _t) = open(kind).await;
+    let key = api_key(KeyScope::ALL.to_vec());
     store.insert_api_key(&key).await.expect("inserted");
     assert_eq!(
         store.find_api_key_by_hash(&key.hash).await.expect("found"),
@@ -76,6 +81,31 @@ async fn api_keys_are_found_by_hash_listed_and_revoked(kind: StoreKind) {
         .expect("still there");
     assert_eq!(revoked.revoked_at, Some(at));
     assert!(!revoked.is_active());
+}
+
+/// Whatever scopes a key has, found by hash or listed, it has exactly those:
+/// none, one, some, all.
+async fn api_key_scopes_round_trip(kind: StoreKind) {
+    let (store, _t) = open(kind).await;
+    let mut sets: Vec<Vec<KeyScope>> = vec![vec![], KeyScope::ALL.to_vec()];
+    sets.extend(KeyScope::ALL.map(|s| vec![s]));
+    sets.push(vec![KeyScope::EventsRead, KeyScope::DevicesWrite]);
+    sets.push(KeyScope::ALL[1..].to_vec());
+    let keys: Vec<ApiKey> = sets.into_iter().map(api_key).collect();
+    for key in &keys {
+        store.insert_api_key(key).await.expect("inserted");
+    }
+    let listed = store.list_api_keys().await.expect("listed");
+    for key in &keys {
+        let found = store
+            .find_api_key_by_hash(&key.hash)
+            .await
+            .expect("found")
+            .expect("there");
+        assert_eq!(found.scopes, key.scopes);
+        let in_list = listed.iter().find(|k| k.id == key.id).expect("listed");
+        assert_eq!(in_list.scopes, key.scopes);
+    }
 }
 
 async fn identities_merge_properties_and_union_aliases(kind: StoreKind) {
@@ -550,6 +580,7 @@ for_each_store!(
     an_event_inserted_twice_is_stored_once,
     notification_states_move_only_from_the_expected_ones,
     api_keys_are_found_by_hash_listed_and_revoked,
+    api_key_scopes_round_trip,
     identities_merge_properties_and_union_aliases,
     idempotency_claims_replay_and_mismatch,
     expired_and_abandoned_claims_can_be_taken_over,

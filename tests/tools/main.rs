@@ -5,5 +5,6 @@
 
 mod deploy;
 mod docs;
+mod feed;
 mod fuzz;
 mod openapi;

@@ -1,11 +1,18 @@
 // The Tocsin client: configuration, and the one request loop every call goes
-// through (headers, idempotency key, timeout, retries, rate-limit tracking).
+// through (headers, idempotency key, timeout, signal, retries, rate-limit
+// tracking, and the disabled client's offline answers).
 
-import { ConnectionError, TimeoutError, TocsinError } from "./errors.js";
+import { abortable, abortError, linkSignal, throwIfAborted } from "./abort.js";
+import { notSent, offlineIdentity } from "./disabled.js";
+import { readEnv } from "./env.js";
+import { ConnectionError, TimeoutError, TocsinError, describeCause } from "./errors.js";
 import { generateIdempotencyKey } from "./idempotency.js";
 import type { RateLimit } from "./rate-limit.js";
+import { Channels } from "./resources/channels.js";
 import { Devices } from "./resources/devices.js";
 import { Events } from "./resources/events.js";
+import { Stats } from "./resources/stats.js";
+import { Users } from "./resources/users.js";
 import {
   errorFromResponse,
   parseSuccess,
@@ -14,7 +21,10 @@ import {
   type TocsinResponse,
 } from "./response.js";
 import { isRetryableStatus, retryDelay } from "./retry.js";
+import type { SseMessage } from "./sse/parser.js";
+import { readEventStream } from "./sse/stream.js";
 import type { IdentifyParams, Identity } from "./types.js";
+import { VERSION } from "./version.js";
 
 export const DEFAULT_BASE_URL = "http://127.0.0.1:8080";
 export const DEFAULT_TIMEOUT = 30_000;
@@ -33,29 +43,64 @@ export interface FetchResponse {
   status: number;
   headers: { get(name: string): string | null };
   text(): Promise<string>;
+  /** The body as a stream; only `events.stream` reads it, and fails without it. */
+  body?: ReadableStream<Uint8Array> | null;
 }
 
 /** A `fetch` implementation: the global one, undici's, node-fetch, a test double… */
 export type Fetch = (url: string, init: FetchInit) => Promise<FetchResponse>;
 
+/** What identifies this client to the service, in `User-Agent` and `X-Tocsin-Client`. */
+export const CLIENT_ID = `tocsin-js/${VERSION}`;
+
+/**
+ * Headers to add to requests. Names are compared case-insensitively; a
+ * value replaces the client's own header of that name, `null` removes it,
+ * `undefined` leaves it as it is.
+ */
+export type RequestHeaders = Record<string, string | null | undefined>;
+
 /** Settings of a {@link Tocsin} client. */
 export interface ClientOptions {
-  /** Where the service listens. Default `http://127.0.0.1:8080`. A path prefix (reverse proxy) is kept. */
-  baseUrl?: string;
+  /**
+   * The API key. Default: the `TOCSIN_API_KEY` environment variable (where
+   * the runtime has one). A key given as the constructor's first argument wins.
+   */
+  apiKey?: string | undefined;
+  /**
+   * Where the service listens. Default: the `TOCSIN_BASE_URL` environment
+   * variable, else `http://127.0.0.1:8080`. A path prefix (reverse proxy) is kept.
+   */
+  baseUrl?: string | undefined;
   /** Per-attempt timeout in milliseconds. Default 30000. */
   timeout?: number;
   /** Replaces the global `fetch` for every call. */
   fetch?: Fetch;
   /** Retries after a retryable failure (429, 409 in flight, 5xx, timeout, connection error). Default 2; 0 turns retries off. */
   maxRetries?: number;
+  /** Sent with every call, over the client's own headers; a call's `headers` override these. */
+  defaultHeaders?: RequestHeaders;
+  /**
+   * Sends nothing: every call resolves at once with `sent: false` and what
+   * the service would have answered for a project that records nothing (no
+   * API key needed). For tests and development.
+   */
+  disabled?: boolean;
 }
 
 /** Settings of one call. */
 export interface RequestOptions {
-  /** Overrides the client's timeout for this call, in milliseconds. */
+  /** Overrides the client's timeout for this call, in milliseconds (each attempt). */
   timeout?: number;
-  /** Extra headers; they override the client's own (names compared case-insensitively). */
-  headers?: Record<string, string>;
+  /** Overrides the client's maxRetries for this call. */
+  maxRetries?: number;
+  /**
+   * Aborts the call, retries and the waits between them included: it then
+   * rejects with an `AbortError`. (A stream ends without an error instead.)
+   */
+  signal?: AbortSignal | undefined;
+  /** Extra headers, over the client's own and its `defaultHeaders` (see {@link RequestHeaders}). */
+  headers?: RequestHeaders;
 }
 
 /** Settings of one POST. */
@@ -68,13 +113,57 @@ export interface PostRequestOptions extends RequestOptions {
   idempotencyKey?: string;
 }
 
-/** One call, as resources describe it to {@link Tocsin.request}. */
-export interface RequestSpec {
+/** Settings of a Server-Sent Events stream opened with {@link Tocsin.streamMessages}. */
+export interface MessageStreamOptions extends RequestOptions {
+  /** Milliseconds without a byte (keep-alives count) after which a connection is replaced. */
+  idleTimeout: number;
+  /** Resume after this event ID (sent as `Last-Event-ID`). */
+  lastEventId?: string | undefined;
+  /** Ends the stream, without an error, when aborted. */
+  signal?: AbortSignal | undefined;
+}
+
+/**
+ * The messages of a Server-Sent Events stream. Each iteration opens a
+ * connection and resumes after the last event ID seen so far.
+ */
+export interface MessageStream extends AsyncIterable<SseMessage> {
+  /** The latest event ID received (or given), undefined before any. */
+  readonly lastEventId: string | undefined;
+}
+
+/**
+ * One call, as resources describe it to {@link Tocsin.request}. `T` is the
+ * type of `offline`'s answer; it defaults to `any` so that a spec typed
+ * without it still serves a call of any response type.
+ */
+export interface RequestSpec<T = any> {
   method: "GET" | "POST" | "DELETE";
   /** Path below the base URL, starting with `/`. */
   path: string;
   /** Sent as JSON. */
   body?: unknown;
+  /**
+   * What a disabled client answers instead (it may throw, as a lookup of
+   * something that does not exist does). Without it, a disabled client
+   * rejects the call with a TocsinError.
+   */
+  offline?: () => T;
+}
+
+/** The settings of one call that its options may override. */
+interface CallSettings {
+  timeout: number;
+  maxRetries: number;
+}
+
+/** One attempt's request. */
+interface AttemptRequest {
+  method: string;
+  headers: Record<string, string>;
+  body: string | undefined;
+  timeout: number;
+  signal: AbortSignal | undefined;
 }
 
 /** Outcome of one attempt: either a result, or an error and whether another attempt may help. */
@@ -92,18 +181,72 @@ function checkTimeout(timeout: number, what: string): number {
   return timeout;
 }
 
+function checkMaxRetries(maxRetries: number): number {
+  if (!Number.isInteger(maxRetries) || maxRetries < 0) {
+    throw new TocsinError(`maxRetries must be a non-negative integer, got ${String(maxRetries)}`);
+  }
+  return maxRetries;
+}
+
+/**
+ * The base URL without trailing slashes, so "/v1/…" joins cleanly. Refused
+ * here rather than failing (and being retried) as a ConnectionError on every
+ * call: anything but an absolute http(s) URL, or a path (same-origin calls
+ * from a page). `source` says where the value came from.
+ */
+function checkBaseUrl(value: unknown, source: string): string {
+  if (typeof value !== "string") throw new TocsinError(`${source} must be a string, got ${typeof value}`);
+  const text = value.trim();
+  const trimmed = text.replace(/\/+$/, "");
+  if (text.startsWith("/") && !text.startsWith("//")) return trimmed;
+  let url: URL;
+  try {
+    url = new URL(trimmed);
+  } catch {
+    throw new TocsinError(`${source} must be an absolute http(s) URL such as ${DEFAULT_BASE_URL}, got ${JSON.stringify(value)}`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new TocsinError(`${source} must be an http(s) URL such as ${DEFAULT_BASE_URL}, got ${JSON.stringify(value)}`);
+  }
+  if (url.username !== "" || url.password !== "") {
+    // fetch refuses such URLs; and the key goes in apiKey, not the URL.
+    throw new TocsinError(`${source} must not contain a user name or password`);
+  }
+  if (url.search !== "" || url.hash !== "") {
+    throw new TocsinError(`${source} must not have a query or fragment: paths are appended to it`);
+  }
+  return trimmed;
+}
+
+/** TOCSIN_BASE_URL when it is set, else the default. */
+function baseUrlFromEnv(): string {
+  const fromEnv = readEnv("TOCSIN_BASE_URL");
+  return fromEnv === undefined ? DEFAULT_BASE_URL : checkBaseUrl(fromEnv, "TOCSIN_BASE_URL");
+}
+
 function hasHeader(headers: Record<string, string>, name: string): boolean {
   const lower = name.toLowerCase();
   return Object.keys(headers).some((key) => key.toLowerCase() === lower);
 }
 
-/** Sets a header, replacing any spelling of the same name. */
-function setHeader(headers: Record<string, string>, name: string, value: string): void {
+/** Sets a header, replacing any spelling of the same name; null removes it. */
+function setHeader(headers: Record<string, string>, name: string, value: string | null): void {
   const lower = name.toLowerCase();
   for (const key of Object.keys(headers)) {
     if (key.toLowerCase() === lower) delete headers[key];
   }
-  headers[name] = value;
+  if (value !== null) headers[name] = value;
+}
+
+/** Applies caller headers over `headers` (see {@link RequestHeaders}). */
+function applyHeaders(headers: Record<string, string>, extra: RequestHeaders | undefined, what: string): void {
+  for (const [name, value] of Object.entries(extra ?? {})) {
+    if (value === undefined) continue;
+    if (value !== null && typeof value !== "string") {
+      throw new TocsinError(`${what} ${JSON.stringify(name)} must be a string, or null to remove it; got ${typeof value}`);
+    }
+    setHeader(headers, name, value);
+  }
 }
 
 /**
@@ -111,37 +254,65 @@ function setHeader(headers: Record<string, string>, name: string, value: string)
  *
  * ```ts
  * const tocsin = new Tocsin(apiKey, { baseUrl: "https://tocsin.example.com" });
+ * const tocsin = new Tocsin(); // TOCSIN_API_KEY and TOCSIN_BASE_URL from the environment
  * const { data } = await tocsin.events.create({ channelName: "payments", title: "Payment failed" });
  * ```
  */
 export class Tocsin {
-  /** `POST /v1/events`, `GET /v1/events/{id}`. */
+  /** `POST /v1/events`, `GET /v1/events`, `GET /v1/events/{id}`, `GET /v1/stream`. */
   readonly events: Events;
   /** `POST /v1/devices`, `GET /v1/devices`, `DELETE /v1/devices/{id}`. */
   readonly devices: Devices;
+  /** `GET /v1/channels`. */
+  readonly channels: Channels;
+  /** `GET /v1/users/{userId}`. */
+  readonly users: Users;
+  /** `GET /v1/stats/events`. */
+  readonly stats: Stats;
 
   #lastRateLimit: RateLimit | null = null;
 
   readonly baseUrl: string;
   readonly timeout: number;
   readonly maxRetries: number;
+  /** True when the client sends nothing (the `disabled` option). */
+  readonly disabled: boolean;
 
   readonly #apiKey: string;
   readonly #fetch: Fetch;
+  readonly #defaultHeaders: RequestHeaders;
 
-  constructor(apiKey: string, options: ClientOptions = {}) {
-    if (typeof apiKey !== "string" || apiKey === "") {
-      throw new TocsinError("An API key is required: new Tocsin(apiKey, options)");
+  /** Reads the API key from `options.apiKey` or the `TOCSIN_API_KEY` environment variable. */
+  constructor(options?: ClientOptions);
+  /** `apiKey` wins over `options.apiKey`; undefined reads `TOCSIN_API_KEY`. */
+  constructor(apiKey: string | undefined, options?: ClientOptions);
+  constructor(apiKeyOrOptions?: string | ClientOptions, maybeOptions?: ClientOptions) {
+    const optionsFirst = typeof apiKeyOrOptions === "object" && apiKeyOrOptions !== null;
+    if (optionsFirst && maybeOptions !== undefined) {
+      throw new TocsinError("Pass the options once: new Tocsin(options) or new Tocsin(apiKey, options)");
     }
-    this.#apiKey = apiKey;
-    // A path prefix is kept; only trailing slashes go, so "/v1/…" joins cleanly.
-    this.baseUrl = (options.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, "");
+    const options: ClientOptions = (optionsFirst ? apiKeyOrOptions : maybeOptions) ?? {};
+    const positionalKey = optionsFirst ? undefined : apiKeyOrOptions;
+
+    if (options.disabled !== undefined && typeof options.disabled !== "boolean") {
+      throw new TocsinError(`disabled must be true or false, got ${String(options.disabled)}`);
+    }
+    this.disabled = options.disabled === true;
+    // An explicit "" is a mistake (an empty variable passed on), not a request for the default.
+    const apiKey = positionalKey ?? options.apiKey ?? readEnv("TOCSIN_API_KEY");
+    if (!this.disabled && (typeof apiKey !== "string" || apiKey === "")) {
+      throw new TocsinError(
+        "An API key is required: new Tocsin(apiKey), the apiKey option or the TOCSIN_API_KEY environment variable " +
+          "(or disabled: true to send nothing)",
+      );
+    }
+    this.#apiKey = typeof apiKey === "string" ? apiKey : "";
+
+    this.baseUrl = options.baseUrl !== undefined ? checkBaseUrl(options.baseUrl, "baseUrl") : baseUrlFromEnv();
     this.timeout = checkTimeout(options.timeout ?? DEFAULT_TIMEOUT, "timeout");
-    const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
-    if (!Number.isInteger(maxRetries) || maxRetries < 0) {
-      throw new TocsinError(`maxRetries must be a non-negative integer, got ${String(maxRetries)}`);
-    }
-    this.maxRetries = maxRetries;
+    this.maxRetries = checkMaxRetries(options.maxRetries ?? DEFAULT_MAX_RETRIES);
+    this.#defaultHeaders = { ...options.defaultHeaders };
+    applyHeaders({}, this.#defaultHeaders, "defaultHeaders"); // refuses a bad value now, not at the first call
     // Looked up at call time, not stored: a browser's fetch throws "Illegal
     // invocation" when called detached from globalThis, and a polyfill may be
     // installed after the client is built.
@@ -156,6 +327,9 @@ export class Tocsin {
 
     this.events = new Events(this);
     this.devices = new Devices(this);
+    this.channels = new Channels(this);
+    this.users = new Users(this);
+    this.stats = new Stats(this);
   }
 
   /** The rate limit reported by the latest response of any call (errors included), or null before the first. */
@@ -165,61 +339,144 @@ export class Tocsin {
 
   /** `POST /v1/identify`: creates or updates a user identity with properties and aliases. */
   async identify(params: IdentifyParams, options?: PostRequestOptions): Promise<TocsinResponse<Identity>> {
-    return this.request<Identity>({ method: "POST", path: "/v1/identify", body: params }, options);
+    return this.request<Identity>(
+      { method: "POST", path: "/v1/identify", body: params, offline: () => offlineIdentity(params) },
+      options,
+    );
   }
 
   /**
    * Sends one call through the shared request loop. The resource methods use
-   * it; it is public for endpoints this version does not wrap yet.
+   * it; it is public for endpoints this version does not wrap yet. A disabled
+   * client answers with `spec.offline()`, or rejects when there is none.
    */
-  async request<T>(spec: RequestSpec, options: PostRequestOptions = {}): Promise<TocsinResponse<T>> {
-    const url = this.baseUrl + spec.path;
-    const timeout = options.timeout === undefined ? this.timeout : checkTimeout(options.timeout, "timeout");
+  async request<T>(spec: RequestSpec<T>, options: PostRequestOptions = {}): Promise<TocsinResponse<T>> {
+    const { timeout, maxRetries } = this.#callSettings(options);
+    const { signal } = options;
     const body = spec.body === undefined ? undefined : JSON.stringify(spec.body);
-    const headers = this.#headers(spec, options, body !== undefined);
-    const hasIdempotencyKey = hasHeader(headers, "Idempotency-Key");
+    const headers = this.#headers(spec.method, options, maxRetries, body !== undefined);
+    throwIfAborted(signal);
+    if (this.disabled) {
+      if (!spec.offline) {
+        throw new TocsinError(`The client is disabled (disabled: true): ${spec.method} ${spec.path} was not sent, and has no offline answer`);
+      }
+      return notSent(spec.offline());
+    }
 
+    const url = this.baseUrl + spec.path;
+    const hasIdempotencyKey = hasHeader(headers, "Idempotency-Key");
     for (let retry = 0; ; retry++) {
-      const attempt = await this.#attempt<T>(url, { method: spec.method, headers, body, timeout }, hasIdempotencyKey);
+      const attempt = await this.#attempt<T>(url, { method: spec.method, headers, body, timeout, signal }, hasIdempotencyKey);
       if (attempt.ok) return attempt.response;
-      if (!attempt.retryable || retry >= this.maxRetries) throw attempt.error;
-      await this.sleep(retryDelay(retry, attempt.retryAfter));
+      if (!attempt.retryable || retry >= maxRetries) throw attempt.error;
+      await abortable(this.sleep(retryDelay(retry, attempt.retryAfter), signal), signal);
     }
   }
 
   /**
-   * Waits between attempts. Protected so tests (and callers with their own
-   * scheduler) can replace it without waiting for real.
+   * Opens a Server-Sent Events stream below the base URL, reconnecting after
+   * drops (see `events.stream`, which wraps this). Public, like
+   * {@link request}, for streams this version does not wrap yet.
    */
-  protected sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => setTimeout(resolve, ms));
+  streamMessages(path: string, options: MessageStreamOptions): MessageStream {
+    const { timeout, maxRetries } = this.#callSettings(options);
+    const idleTimeout = checkTimeout(options.idleTimeout, "idleTimeout");
+    const headers = this.#headers("GET", options, maxRetries, false, { Accept: "text/event-stream" });
+    let lastEventId = options.lastEventId;
+    if (this.disabled) {
+      // Like a stream of a project where nothing happens: no events, open until stopped.
+      return {
+        get lastEventId() {
+          return lastEventId;
+        },
+        [Symbol.asyncIterator]: () => untilAborted(options.signal),
+      };
+    }
+    const connection = {
+      url: this.baseUrl + path,
+      headers,
+      fetch: this.#fetch,
+      timeout,
+      idleTimeout,
+      maxRetries,
+      signal: options.signal,
+      sleep: (ms: number, signal?: AbortSignal) => this.sleep(ms, signal),
+      onRateLimit: (rateLimit: RateLimit) => {
+        this.#lastRateLimit = rateLimit;
+      },
+      onLastEventId: (id: string) => {
+        lastEventId = id === "" ? undefined : id;
+      },
+    };
+    return {
+      get lastEventId() {
+        return lastEventId;
+      },
+      [Symbol.asyncIterator]: () => readEventStream({ ...connection, lastEventId }),
+    };
   }
 
-  /** Built once per call, so every retry sends the same Idempotency-Key. */
-  #headers(spec: RequestSpec, options: PostRequestOptions, hasBody: boolean): Record<string, string> {
+  /**
+   * Waits between attempts. Protected so tests (and callers with their own
+   * scheduler) can replace it without waiting for real. `signal` aborts the
+   * call: the wait may end early then (callers do not rely on it).
+   */
+  protected sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal?.addEventListener("abort", done, { once: true });
+    });
+  }
+
+  /** The client's timeout and maxRetries, or the call's; refuses invalid ones before anything is sent. */
+  #callSettings(options: RequestOptions): CallSettings {
+    return {
+      timeout: options.timeout === undefined ? this.timeout : checkTimeout(options.timeout, "timeout"),
+      maxRetries: options.maxRetries === undefined ? this.maxRetries : checkMaxRetries(options.maxRetries),
+    };
+  }
+
+  /**
+   * Built once per call, so every retry sends the same Idempotency-Key. From
+   * the bottom: the client's own headers (and `own`, the call's), then
+   * `defaultHeaders`, then the call's `headers`.
+   */
+  #headers(
+    method: RequestSpec["method"],
+    options: PostRequestOptions,
+    maxRetries: number,
+    hasBody: boolean,
+    own: Record<string, string> = {},
+  ): Record<string, string> {
     const headers: Record<string, string> = {
       Authorization: `Bearer ${this.#apiKey}`,
       Accept: "application/json",
+      // Where the runtime lets a page set it; X-Tocsin-Client always gets through.
+      "User-Agent": CLIENT_ID,
+      "X-Tocsin-Client": CLIENT_ID,
     };
     if (hasBody) headers["Content-Type"] = "application/json";
+    for (const [name, value] of Object.entries(own)) setHeader(headers, name, value);
 
     let key = options.idempotencyKey;
     // A POST that may be retried must carry a key, or a retry after a lost
     // response would create a second event. No retries, no need.
-    if (key === undefined && spec.method === "POST" && this.maxRetries > 0) {
+    if (key === undefined && method === "POST" && maxRetries > 0) {
       key = generateIdempotencyKey();
     }
     if (key !== undefined) headers["Idempotency-Key"] = key;
 
-    for (const [name, value] of Object.entries(options.headers ?? {})) setHeader(headers, name, value);
+    applyHeaders(headers, this.#defaultHeaders, "defaultHeaders");
+    applyHeaders(headers, options.headers, "header");
     return headers;
   }
 
-  async #attempt<T>(
-    url: string,
-    req: { method: string; headers: Record<string, string>; body: string | undefined; timeout: number },
-    hasIdempotencyKey: boolean,
-  ): Promise<Attempt<T>> {
+  async #attempt<T>(url: string, req: AttemptRequest, hasIdempotencyKey: boolean): Promise<Attempt<T>> {
     let raw: RawResponse;
     try {
       raw = await this.#send(url, req);
@@ -249,15 +506,14 @@ export class Tocsin {
   }
 
   /**
-   * One HTTP exchange, body included, under the timeout. The timer aborts the
-   * request through its signal and also wins a race against it, so a custom
-   * fetch that ignores `signal` still cannot hang the caller.
+   * One HTTP exchange, body included, under the timeout and the caller's
+   * signal. Either aborts the request through its own signal and also wins
+   * a race against it, so a custom fetch that ignores `signal` still cannot
+   * hang the caller.
    */
-  async #send(
-    url: string,
-    req: { method: string; headers: Record<string, string>; body: string | undefined; timeout: number },
-  ): Promise<RawResponse> {
+  async #send(url: string, req: AttemptRequest): Promise<RawResponse> {
     const controller = new AbortController();
+    const unlink = linkSignal(req.signal, controller);
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timedOut = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
@@ -270,26 +526,27 @@ export class Tocsin {
     try {
       const init: FetchInit = { method: req.method, headers: { ...req.headers }, signal: controller.signal };
       if (req.body !== undefined) init.body = req.body;
-      const response = await Promise.race([this.#fetch(url, init), timedOut]);
-      const text = await Promise.race([response.text(), timedOut]);
+      const response = await abortable(Promise.race([this.#fetch(url, init), timedOut]), req.signal);
+      const text = await abortable(Promise.race([response.text(), timedOut]), req.signal);
       return { status: response.status, headers: response.headers, text };
     } catch (error) {
+      if (req.signal?.aborted) throw abortError(req.signal);
       if (error instanceof TocsinError) throw error;
       // fetch rejects with its own AbortError when the timer aborts it, which
       // can be seen before the timer's rejection.
       if (controller.signal.aborted) throw new TimeoutError(req.timeout);
-      throw new ConnectionError(`Could not reach ${url}: ${describe(error)}`, { cause: error });
+      throw new ConnectionError(`Could not reach ${url}: ${describeCause(error)}`, { cause: error, url });
     } finally {
       clearTimeout(timer);
+      unlink();
     }
   }
 }
 
-function describe(error: unknown): string {
-  if (error instanceof Error) {
-    // Node's fetch says only "fetch failed" and keeps the reason (ECONNREFUSED…) in `cause`.
-    const cause = (error as { cause?: unknown }).cause;
-    return cause instanceof Error ? `${error.message} (${cause.message})` : error.message;
-  }
-  return String(error);
+/** An async iterator that yields nothing and ends when `signal` aborts (never without one). */
+async function* untilAborted(signal: AbortSignal | undefined): AsyncGenerator<never, void, undefined> {
+  await new Promise<void>((resolve) => {
+    if (signal?.aborted) resolve();
+    else signal?.addEventListener("abort", () => resolve(), { once: true });
+  });
 }

@@ -1,17 +1,31 @@
-// Error classes: one per kind of failure, so callers branch with `instanceof`.
+// Error classes: one per kind of failure, so callers branch with `instanceof`
+// (or `isTocsinError` when both builds may be loaded).
 //
 //   TocsinError
-//   ├── ApiError            the service answered with an error status
-//   │   ├── ValidationError 400, with the list of faults
-//   │   └── RateLimitError  429, with the rate limit and Retry-After
-//   ├── TimeoutError        no answer within the timeout
-//   └── ConnectionError     no answer at all (DNS, refused, reset…)
+//   ├── ApiError                  the service answered with an error status
+//   │   ├── ValidationError       400, with the list of faults
+//   │   ├── AuthenticationError   401, missing or unknown key
+//   │   ├── PermissionDeniedError 403, the key lacks the scope
+//   │   ├── NotFoundError         404, the resource does not exist
+//   │   ├── ConflictError         409 and 422, idempotency key conflicts
+//   │   ├── RateLimitError        429, with the rate limit and Retry-After
+//   │   └── InternalServerError   5xx
+//   ├── TimeoutError              no answer within the timeout
+//   ├── ConnectionError           no answer at all (DNS, refused, reset…)
+//   └── AbortError                the caller's signal aborted the call
 //
 // Each class sets `name` explicitly rather than from `constructor.name`,
 // which minifiers rename.
 
 import type { RateLimit } from "./rate-limit.js";
 import type { ValidationErrorDetail } from "./types.js";
+
+/**
+ * Marks every error of this package. `Symbol.for` gives the same symbol in
+ * every copy of the package a program loads (the ESM and the CommonJS build,
+ * two installed versions), where `instanceof` only knows its own copy's classes.
+ */
+const TOCSIN_ERROR = Symbol.for("@tocsin/client.error");
 
 /** Base class of every error this package throws. */
 export class TocsinError extends Error {
@@ -20,6 +34,19 @@ export class TocsinError extends Error {
     super(message, options);
     this.name = "TocsinError";
   }
+}
+
+// On the prototype, not the instance: it does not show up in logs or JSON.
+Object.defineProperty(TocsinError.prototype, TOCSIN_ERROR, { value: true });
+
+/**
+ * Whether `value` is an error thrown by `@tocsin/client`, whichever build or
+ * copy of the package threw it. Prefer it to `instanceof TocsinError` in code
+ * that may receive errors from the other build (an ESM app whose CommonJS
+ * dependency also uses the client).
+ */
+export function isTocsinError(value: unknown): value is TocsinError {
+  return typeof value === "object" && value !== null && (value as { [TOCSIN_ERROR]?: unknown })[TOCSIN_ERROR] === true;
 }
 
 /** Fields of an error response that every {@link ApiError} carries. */
@@ -66,6 +93,43 @@ export class ValidationError extends ApiError {
   }
 }
 
+/** 401: no API key was sent, or the service does not know it (revoked, mistyped, another server's). */
+export class AuthenticationError extends ApiError {
+  constructor(init: ApiErrorInit) {
+    super(init);
+    this.name = "AuthenticationError";
+  }
+}
+
+/** 403: the API key is valid but lacks the scope the call needs (e.g. `events:read`). */
+export class PermissionDeniedError extends ApiError {
+  constructor(init: ApiErrorInit) {
+    super(init);
+    this.name = "PermissionDeniedError";
+  }
+}
+
+/** 404: what the call names (an event, a device, a user…) does not exist in the key's project. */
+export class NotFoundError extends ApiError {
+  constructor(init: ApiErrorInit) {
+    super(init);
+    this.name = "NotFoundError";
+  }
+}
+
+/**
+ * 409 or 422: the request conflicts with an earlier one with the same
+ * Idempotency-Key. 409: that request is still in flight (retried when retries
+ * are on, so seen only once they run out); 422: the key was used with a
+ * different body, which no retry can fix.
+ */
+export class ConflictError extends ApiError {
+  constructor(init: ApiErrorInit) {
+    super(init);
+    this.name = "ConflictError";
+  }
+}
+
 /** 429: the API key's rate limit is exhausted. */
 export class RateLimitError extends ApiError {
   /** Always set; see {@link RateLimitError.retryAfter} for when to try again. */
@@ -77,6 +141,14 @@ export class RateLimitError extends ApiError {
     super(init);
     this.name = "RateLimitError";
     this.retryAfter = init.retryAfter;
+  }
+}
+
+/** 5xx: the service (or a proxy in front of it) failed; retried, so seen once the retries run out. */
+export class InternalServerError extends ApiError {
+  constructor(init: ApiErrorInit) {
+    super(init);
+    this.name = "InternalServerError";
   }
 }
 
@@ -94,8 +166,34 @@ export class TimeoutError extends TocsinError {
 
 /** The request could not reach the service, or the connection broke. */
 export class ConnectionError extends TocsinError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  /** The URL the client tried to reach (also in the message), when the error came from a request. */
+  readonly url: string | undefined;
+
+  constructor(message: string, options?: { cause?: unknown; url?: string | undefined }) {
     super(message, options);
     this.name = "ConnectionError";
+    this.url = options?.url;
   }
+}
+
+/**
+ * The `signal` given to the call aborted it. Its `name` is "AbortError",
+ * like the errors of `fetch` and other abortable APIs, so code that checks
+ * `error.name === "AbortError"` keeps working; `cause` is the signal's reason.
+ */
+export class AbortError extends TocsinError {
+  constructor(options?: { cause?: unknown }) {
+    super("The request was aborted", options);
+    this.name = "AbortError";
+  }
+}
+
+/** A short description of a thrown value for an error message. */
+export function describeCause(error: unknown): string {
+  if (error instanceof Error) {
+    // Node's fetch says only "fetch failed" and keeps the reason (ECONNREFUSED…) in `cause`.
+    const cause = (error as { cause?: unknown }).cause;
+    return cause instanceof Error ? `${error.message} (${cause.message})` : error.message;
+  }
+  return String(error);
 }

@@ -3,6 +3,7 @@
 
 export {
   Tocsin,
+  CLIENT_ID,
   DEFAULT_BASE_URL,
   DEFAULT_MAX_RETRIES,
   DEFAULT_TIMEOUT,
@@ -10,24 +11,48 @@ export {
   type Fetch,
   type FetchInit,
   type FetchResponse,
+  type MessageStream,
+  type MessageStreamOptions,
   type PostRequestOptions,
+  type RequestHeaders,
   type RequestOptions,
   type RequestSpec,
 } from "./client.js";
 export {
+  AbortError,
   ApiError,
+  AuthenticationError,
+  ConflictError,
   ConnectionError,
+  InternalServerError,
+  NotFoundError,
+  PermissionDeniedError,
   RateLimitError,
   TimeoutError,
   TocsinError,
   ValidationError,
+  isTocsinError,
   type ApiErrorInit,
 } from "./errors.js";
+export { VERSION } from "./version.js";
 export type { RateLimit } from "./rate-limit.js";
 export type { TocsinResponse } from "./response.js";
-export type { Events } from "./resources/events.js";
+export { Page, PagePromise, type PageData } from "./pagination.js";
+export type { SseMessage } from "./sse/parser.js";
+export {
+  DEFAULT_STREAM_IDLE_TIMEOUT,
+  type Events,
+  type EventStream,
+  type StreamOptions,
+} from "./resources/events.js";
 export type { Devices } from "./resources/devices.js";
+export type { Channels } from "./resources/channels.js";
+export type { Users } from "./resources/users.js";
+export type { Stats } from "./resources/stats.js";
+export type { Instant } from "./resources/query.js";
 export type {
+  Channel,
+  ChannelList,
   Device,
   DeviceDeleted,
   DeviceEnvironment,
@@ -35,6 +60,11 @@ export type {
   DeviceRegisterParams,
   ErrorEnvelope,
   EventCreateParams,
+  EventList,
+  EventListParams,
+  EventStats,
+  EventStatsParams,
+  EventStreamParams,
   IdentifyParams,
   Identity,
   JsonObject,
@@ -42,6 +72,8 @@ export type {
   Notification,
   NotificationDelivery,
   NotificationState,
+  StatsBucket,
+  StatsBucketSize,
   SuccessEnvelope,
   TocsinEvent,
   ValidationErrorDetail,

@@ -1,6 +1,16 @@
 // Turning one HTTP response into a typed result or the matching error class.
 
-import { ApiError, RateLimitError, TocsinError, ValidationError } from "./errors.js";
+import {
+  ApiError,
+  AuthenticationError,
+  ConflictError,
+  InternalServerError,
+  NotFoundError,
+  PermissionDeniedError,
+  RateLimitError,
+  TocsinError,
+  ValidationError,
+} from "./errors.js";
 import { parseRateLimit, parseRetryAfter, type HeaderReader, type RateLimit } from "./rate-limit.js";
 import type { ValidationErrorDetail } from "./types.js";
 
@@ -14,8 +24,14 @@ export interface TocsinResponse<T> {
   wasReplayed: boolean;
   /** The key's rate limit after this request; null only if the response lacked the headers. */
   rateLimit: RateLimit | null;
-  /** HTTP status, e.g. 201 for a new device and 200 for a re-registered one. */
+  /** HTTP status, e.g. 201 for a new device and 200 for a re-registered one; 0 when not sent. */
   statusCode: number;
+  /**
+   * False when the client is `disabled`: nothing went over the network and
+   * `data` is what the client made up in the service's place (see the
+   * README's "Disabled client"). True for every answer of the service.
+   */
+  sent: boolean;
 }
 
 /** A received response: status, headers and the body text. */
@@ -75,6 +91,7 @@ export function parseSuccess<T>(raw: RawResponse, rateLimit: RateLimit | null): 
     wasReplayed: raw.headers.get("x-idempotent-replay")?.toLowerCase() === "true",
     rateLimit,
     statusCode: raw.status,
+    sent: true,
   };
 }
 
@@ -98,6 +115,11 @@ export function errorFromResponse(
   if (raw.status === 400) {
     return new ValidationError({ ...init, details: isObject(body) ? parseDetails(body.details) : [] });
   }
+  if (raw.status === 401) return new AuthenticationError(init);
+  if (raw.status === 403) return new PermissionDeniedError(init);
+  if (raw.status === 404) return new NotFoundError(init);
+  if (raw.status === 409 || raw.status === 422) return new ConflictError(init);
+  if (raw.status >= 500 && raw.status <= 599) return new InternalServerError(init);
   if (raw.status === 429) {
     // RateLimitError promises a rate limit. If the headers were stripped, the
     // honest summary is "none left until Retry-After (or now)".

@@ -17,6 +17,11 @@
 // Each narrowing is constrained by the generated type, so if the service
 // changes such a field the build fails instead of hiding the change.
 //
+// Query parameters (`events.list`, `stats.events`, `events.stream`) come
+// from the routes' declared parameters. Their one widening: the timestamps
+// `since` and `until`, strings in the document, also take a Date, which the
+// client sends as RFC 3339.
+//
 // The public names are interfaces extending the derived types, not aliases of
 // them: compiler errors and editors then say `EventCreateParams` instead of
 // spelling out the helper types below, and the names stay interfaces as they
@@ -28,8 +33,9 @@
 // interface may only redeclare a field with a type assignable to the
 // inherited one, so this cannot drift from the schema either.
 
-import type { components } from "./generated/openapi.js";
+import type { components, paths } from "./generated/openapi.js";
 import type { JsonObject } from "./json.js";
+import type { Instant } from "./resources/query.js";
 
 export type { JsonObject, JsonValue } from "./json.js";
 
@@ -121,6 +127,77 @@ export interface IdentifyParams extends WithJsonObjects<Schemas["IdentifyIn"], "
 /** A user identity after `identify` (schema `IdentityOut`). */
 export interface Identity extends WithJsonObjects<Schemas["IdentityOut"], "properties"> {}
 
+// --------------------------------------------------------------- read side
+
+/** The query parameters of a GET route, as the document declares them. */
+type QueryOf<Path extends keyof paths> = paths[Path] extends { get: { parameters: { query?: infer Q } } }
+  ? NonNullable<Q>
+  : never;
+
+/** Keys of `S` that the document types as plain strings (RFC 3339 timestamps among them). */
+type StringKeys<S> = {
+  [P in keyof S]-?: NonNullable<S[P]> extends string ? (string extends NonNullable<S[P]> ? P : never) : never;
+}[keyof S];
+
+/** `S` with the timestamp parameters `K` also taking a Date; optional fields stay optional. */
+type WithInstants<S, K extends StringKeys<S>> = {
+  [P in keyof S]: P extends K ? Instant | Exclude<S[P], string> : S[P];
+};
+
+/** Filters of `GET /v1/events` (`events.list`): channel, tag, userId, q, since, until, limit, cursor. */
+export interface EventListParams extends WithInstants<QueryOf<"/v1/events">, "since" | "until"> {}
+
+type EventPageSchema = Schemas["EventPage"];
+
+/** `data` of `GET /v1/events` (schema `EventPage`): newest first; `nextCursor` is null on the last page. */
+export interface EventList extends EventPageSchema {
+  items: TocsinEvent[];
+}
+
+type ChannelOutSchema = Schemas["ChannelOut"];
+
+/** A channel with its activity (schema `ChannelOut`). */
+export interface Channel extends ChannelOutSchema {}
+
+type ChannelListSchema = Schemas["ChannelList"];
+
+/** `data` of `GET /v1/channels` (schema `ChannelList`): most recently active first. */
+export interface ChannelList extends ChannelListSchema {
+  items: Channel[];
+}
+
+/** Bucket size of `GET /v1/stats/events` (schema `BucketIn`). */
+export type StatsBucketSize = Schemas["BucketIn"];
+
+/** Query of `GET /v1/stats/events` (`stats.events`): channel, since, until, bucket. */
+export interface EventStatsParams extends WithInstants<QueryOf<"/v1/stats/events">, "since" | "until"> {
+  bucket?: StatsBucketSize;
+}
+
+type BucketOutSchema = Schemas["BucketOut"];
+
+/** The number of events created in one UTC hour or day (schema `BucketOut`); `start` is RFC 3339. */
+export interface StatsBucket extends BucketOutSchema {}
+
+type EventStatsSchema = Schemas["EventStats"];
+
+/** `data` of `GET /v1/stats/events` (schema `EventStats`): oldest bucket first, empty ones included. */
+export interface EventStats extends EventStatsSchema {
+  buckets: StatsBucket[];
+}
+
+/** What `events.stream` listens to: the query of `GET /v1/stream` (channel, lastEventId), and a signal. */
+export interface EventStreamParams extends QueryOf<"/v1/stream"> {
+  /**
+   * Resume after this event: the service first replays the events recorded
+   * after it (oldest first), then goes live. Take it from an event's `id` or
+   * from the stream's `lastEventId`. Sent as the `Last-Event-ID` header.
+   */
+  lastEventId?: string;
+  /** Aborting it ends the stream (the loop finishes without an error) and closes the request. */
+  signal?: AbortSignal;
+}
+
 // --------------------------------------------------------------- envelopes
 
 // An interface cannot extend an indexed access type directly.
@@ -132,6 +209,9 @@ export interface ValidationErrorDetail extends FieldErrorSchema {}
 /** The success envelopes of the routes this client calls, one schema per resource. */
 type SuccessSchemas =
   | Schemas["Success_EventOut"]
+  | Schemas["Success_EventPage"]
+  | Schemas["Success_ChannelList"]
+  | Schemas["Success_EventStats"]
   | Schemas["Success_IdentityOut"]
   | Schemas["Success_DeviceOut"]
   | Schemas["Success_DeviceList"]

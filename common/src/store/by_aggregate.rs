@@ -1,6 +1,6 @@
 //! The table of contents of a store split by aggregate: which module answers
 //! each [`Store`](super::Store) method. Both the MongoDB and the SQLite
-//! store are laid out the same way (`keys`, `events`, `identities`,
+//! store are laid out the same way (`keys`, `events`, `history`, `identities`,
 //! `idempotency`, `devices`, `deliveries`, and a `round_trip` beside the
 //! connection), so one table serves both instead of two trait impls that
 //! differ only in the type's name. A backend that lacks a function fails to
@@ -21,9 +21,10 @@ macro_rules! impl_store_by_aggregate {
             use uuid::Uuid;
 
             use $crate::store::{
-                ApiKey, Delivery, DeliveryClaim, Device, DeviceRegistration, Event,
-                IdempotencyBegin, Identity, Inserted, NotificationState, Scope, Store, StoreResult,
-                StoredResponse, lease::ClaimRequest,
+                ApiKey, Bucket, ChannelStats, Delivery, DeliveryClaim, Device, DeviceRegistration,
+                Event, EventFilter, EventPosition, IdempotencyBegin, Identity, Inserted,
+                NotificationState, Purged, Scope, Store, StoreResult, StoredResponse,
+                lease::ClaimRequest,
             };
 
             #[async_trait::async_trait]
@@ -83,6 +84,52 @@ macro_rules! impl_store_by_aggregate {
                     events::count_in_notification_state(self, state).await
                 }
 
+                async fn list_events(
+                    &self,
+                    scope: &Scope,
+                    filter: &EventFilter,
+                    before: Option<EventPosition>,
+                    limit: u32,
+                ) -> StoreResult<Vec<Event>> {
+                    history::list(self, scope, filter, before, limit).await
+                }
+                async fn events_after(
+                    &self,
+                    scope: Option<&Scope>,
+                    channel: Option<&str>,
+                    after: EventPosition,
+                    limit: u32,
+                ) -> StoreResult<Vec<Event>> {
+                    history::after(self, scope, channel, after, limit).await
+                }
+                async fn channel_stats(&self, scope: &Scope) -> StoreResult<Vec<ChannelStats>> {
+                    history::channel_stats(self, scope).await
+                }
+                async fn count_events_per_bucket(
+                    &self,
+                    scope: &Scope,
+                    channel: Option<&str>,
+                    since: DateTime<Utc>,
+                    until: DateTime<Utc>,
+                    bucket: Bucket,
+                ) -> StoreResult<Vec<(DateTime<Utc>, u64)>> {
+                    history::count_per_bucket(self, scope, channel, since, until, bucket).await
+                }
+                async fn purge_events(
+                    &self,
+                    recorded_before: DateTime<Utc>,
+                    limit: u32,
+                ) -> StoreResult<Purged> {
+                    history::purge(self, recorded_before, limit).await
+                }
+
+                async fn get_identity(
+                    &self,
+                    scope: &Scope,
+                    user_id: &str,
+                ) -> StoreResult<Option<Identity>> {
+                    identities::get(self, scope, user_id).await
+                }
                 async fn merge_identity(
                     &self,
                     scope: &Scope,

@@ -10,9 +10,9 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::{
-    ApiKey, Delivery, DeliveryClaim, Device, DeviceRegistration, Event, IdempotencyBegin, Identity,
-    Inserted, NotificationState, Scope, Store, StoreError, StoreResult, StoredResponse,
-    lease::ClaimRequest,
+    ApiKey, Bucket, ChannelStats, Delivery, DeliveryClaim, Device, DeviceRegistration, Event,
+    EventFilter, EventPosition, IdempotencyBegin, Identity, Inserted, NotificationState, Purged,
+    Scope, Store, StoreError, StoreResult, StoredResponse, lease::ClaimRequest,
 };
 
 /// Wraps a store; every call fails with [`StoreError::Unavailable`] once
@@ -74,6 +74,60 @@ impl Store for Deadline {
 
     async fn list_channels(&self, scope: &Scope) -> StoreResult<Vec<String>> {
         self.within(self.inner.list_channels(scope)).await
+    }
+
+    async fn list_events(
+        &self,
+        scope: &Scope,
+        filter: &EventFilter,
+        before: Option<EventPosition>,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>> {
+        self.within(self.inner.list_events(scope, filter, before, limit))
+            .await
+    }
+
+    async fn events_after(
+        &self,
+        scope: Option<&Scope>,
+        channel: Option<&str>,
+        after: EventPosition,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>> {
+        self.within(self.inner.events_after(scope, channel, after, limit))
+            .await
+    }
+
+    async fn channel_stats(&self, scope: &Scope) -> StoreResult<Vec<ChannelStats>> {
+        self.within(self.inner.channel_stats(scope)).await
+    }
+
+    async fn count_events_per_bucket(
+        &self,
+        scope: &Scope,
+        channel: Option<&str>,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        bucket: Bucket,
+    ) -> StoreResult<Vec<(DateTime<Utc>, u64)>> {
+        self.within(
+            self.inner
+                .count_events_per_bucket(scope, channel, since, until, bucket),
+        )
+        .await
+    }
+
+    async fn purge_events(
+        &self,
+        recorded_before: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Purged> {
+        self.within(self.inner.purge_events(recorded_before, limit))
+            .await
+    }
+
+    async fn get_identity(&self, scope: &Scope, user_id: &str) -> StoreResult<Option<Identity>> {
+        self.within(self.inner.get_identity(scope, user_id)).await
     }
 
     async fn merge_identity(

@@ -3,6 +3,7 @@
 //! SQLite file for single-binary use. One contract test suite
 //! (`tests/in_process/store_contract.rs`) runs against both.
 
+mod api_key;
 mod by_aggregate;
 mod deadline;
 mod describe;
@@ -18,10 +19,12 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+pub use self::api_key::{ApiKey, KeyScope};
 use self::deadline::Deadline;
 pub use self::model::{
-    ApiKey, ApnsEnvironment, Delivery, DeliveryClaim, DeliveryState, Device, DeviceRegistration,
-    Event, IdempotencyBegin, Identity, Inserted, NotificationState, Scope, StoredResponse,
+    ApnsEnvironment, Bucket, ChannelStats, Delivery, DeliveryClaim, DeliveryState, Device,
+    DeviceRegistration, Event, EventFilter, EventPosition, IdempotencyBegin, Identity, Inserted,
+    NotificationState, Purged, Scope, StoredResponse,
 };
 
 /// Why a store call failed. Callers map `Unavailable` to 503 and everything
@@ -77,6 +80,47 @@ pub trait Store: Send + Sync + 'static {
     /// Names of the scope's channels, in order of creation.
     async fn list_channels(&self, scope: &Scope) -> StoreResult<Vec<String>>;
 
+    /// The scope's events that match `filter`, newest first, only those
+    /// before `before` (the last one of the previous page), at most `limit`.
+    async fn list_events(
+        &self,
+        scope: &Scope,
+        filter: &EventFilter,
+        before: Option<EventPosition>,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>>;
+    /// Events recorded after `after`, oldest first, at most `limit`: of one
+    /// scope (and channel) to replay a stream, or of every scope to follow
+    /// what every replica records.
+    async fn events_after(
+        &self,
+        scope: Option<&Scope>,
+        channel: Option<&str>,
+        after: EventPosition,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>>;
+    /// The scope's channels with their event counts, most recently active
+    /// first (channels without events last, by name).
+    async fn channel_stats(&self, scope: &Scope) -> StoreResult<Vec<ChannelStats>>;
+    /// How many of the scope's events (of `channel`, if given) were recorded
+    /// in each `bucket` from `since` to before `until`: the start of each
+    /// bucket that has any, in order.
+    async fn count_events_per_bucket(
+        &self,
+        scope: &Scope,
+        channel: Option<&str>,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        bucket: Bucket,
+    ) -> StoreResult<Vec<(DateTime<Utc>, u64)>>;
+    /// Removes up to `limit` events of every scope recorded before
+    /// `recorded_before` whose notification is settled, with their
+    /// deliveries, oldest first: one bounded step of retention.
+    async fn purge_events(&self, recorded_before: DateTime<Utc>, limit: u32)
+    -> StoreResult<Purged>;
+
+    /// One identity of the scope, if it was ever identified.
+    async fn get_identity(&self, scope: &Scope, user_id: &str) -> StoreResult<Option<Identity>>;
     /// Creates or updates an identity: `properties` are merged into the stored
     /// ones (new keys overwrite) and `aliases` are added as a set union.
     async fn merge_identity(

@@ -22,28 +22,6 @@ impl Scope {
     }
 }
 
-/// An API key as stored: never the secret itself, only its hash.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiKey {
-    pub id: Uuid,
-    pub name: Option<String>,
-    pub scope: Scope,
-    /// Hex SHA-256 of the secret.
-    pub hash: String,
-    /// The first characters of the secret, so an operator can tell keys apart.
-    pub prefix: String,
-    /// Requests per minute; `None` means the service default.
-    pub rate_limit: Option<u32>,
-    pub created_at: DateTime<Utc>,
-    pub revoked_at: Option<DateTime<Utc>>,
-}
-
-impl ApiKey {
-    pub fn is_active(&self) -> bool {
-        self.revoked_at.is_none()
-    }
-}
-
 /// A recorded product moment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
@@ -71,6 +49,90 @@ pub struct Event {
     pub notification_due_at: Option<DateTime<Utc>>,
 }
 
+impl Event {
+    /// Where the event sits in recording order.
+    pub fn position(&self) -> EventPosition {
+        EventPosition {
+            created_at: self.created_at,
+            id: self.id,
+        }
+    }
+}
+
+/// Where an event sits in recording order: when it was recorded, ties
+/// broken by id. Listings and streams continue from one, so they never show
+/// an event twice or skip one, whatever arrives meanwhile. (Ids alone would
+/// not do: an id reserved by an `Idempotency-Key` is older than the write.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EventPosition {
+    pub created_at: DateTime<Utc>,
+    pub id: Uuid,
+}
+
+impl EventPosition {
+    /// Before every event recorded at `t` or later.
+    pub fn start_of(t: DateTime<Utc>) -> Self {
+        Self {
+            created_at: t,
+            id: Uuid::nil(),
+        }
+    }
+}
+
+/// Which of a scope's events a listing wants; every field set narrows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    pub channel: Option<String>,
+    /// Events carrying this tag.
+    pub tag: Option<String>,
+    pub user_id: Option<String>,
+    /// Text found in the title or the description, ignoring case.
+    pub text: Option<String>,
+    /// Recorded at or after.
+    pub since: Option<DateTime<Utc>>,
+    /// Recorded before.
+    pub until: Option<DateTime<Utc>>,
+}
+
+/// A channel with how many events it holds and when the last one came.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelStats {
+    pub name: String,
+    pub event_count: u64,
+    /// `None` once retention has removed all its events.
+    pub last_event_at: Option<DateTime<Utc>>,
+}
+
+/// The width of a histogram bucket, aligned to the UTC hour or day.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bucket {
+    Hour,
+    Day,
+}
+
+impl Bucket {
+    pub fn seconds(self) -> i64 {
+        match self {
+            Self::Hour => 3600,
+            Self::Day => 86_400,
+        }
+    }
+
+    /// The start of the bucket holding `t`.
+    pub fn floor(self, t: DateTime<Utc>) -> DateTime<Utc> {
+        let width = self.seconds();
+        let start = t.timestamp().div_euclid(width) * width;
+        DateTime::from_timestamp(start, 0).unwrap_or(t)
+    }
+}
+
+/// What one retention pass removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    pub events: u64,
+    pub deliveries: u64,
+}
+
 /// Where an event's push notification stands.
 ///
 /// `pending` (stored, no job confirmed by the queue yet) → `queued` (a job is
@@ -93,6 +155,9 @@ impl NotificationState {
         Self::Failed,
         Self::Skipped,
     ];
+
+    /// The states nothing more happens in.
+    pub const SETTLED: [Self; 3] = [Self::Delivered, Self::Failed, Self::Skipped];
 
     pub fn as_str(self) -> &'static str {
         match self {

@@ -1,17 +1,24 @@
-//! `POST /v1/events`: record a product moment on a channel.
+//! `POST /v1/events`: record a product moment on a channel;
+//! `GET /v1/events/{id}`: look one up; `GET /v1/events`: list them.
 
 use std::{collections::BTreeMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
-use common::store::{Delivery, DeliveryState, Event, Inserted, NotificationState};
+use common::store::{Delivery, DeliveryState, Event, EventFilter, Inserted, NotificationState};
 use poem::{Request, web::Data};
 use poem_openapi::{
-    ApiResponse, Enum, Object, OpenApi, param::Path, payload::Json, types::Example,
+    ApiResponse, Enum, Object, OpenApi,
+    param::{Path, Query},
+    payload::Json,
+    types::Example,
 };
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{ApiTags, Success};
+use super::{
+    ApiTags, Success,
+    listing::{self, ListEventsResponse},
+};
 use crate::{
     auth::AuthContext,
     error::ApiError,
@@ -184,6 +191,11 @@ pub struct NotificationOut {
 }
 
 impl EventOut {
+    /// The event as listings and streams show it: without deliveries.
+    pub fn listed(e: Event) -> Self {
+        Self::new(e, None)
+    }
+
     fn new(e: Event, deliveries: Option<Vec<Delivery>>) -> Self {
         Self {
             id: e.id,
@@ -277,6 +289,8 @@ impl EventsApi {
         let mut event = match inserted {
             Inserted::New => {
                 tracing::info!(eventId = %event.id, channel = %event.channel_name, "event recorded");
+                // Streams open on this replica see it now, not at the next tick.
+                self.state.tail.nudge();
                 event
             }
             Inserted::Existing(stored) => {
@@ -319,6 +333,63 @@ impl EventsApi {
             .map_err(ApiError::from)?;
         Ok(GetEventResponse::Ok(Json(Success::new(
             EventOut::new(event, Some(deliveries)),
+            **request_id,
+        ))))
+    }
+
+    /// List events
+    ///
+    /// The project's events, newest first, narrowed by any of the filters.
+    /// Follow `nextCursor` for older events: paging visits every event once,
+    /// also while new ones are recorded.
+    #[oai(path = "/v1/events", method = "get", operation_id = "listEvents")]
+    #[allow(clippy::too_many_arguments)]
+    async fn list(
+        &self,
+        /// Only events of this channel.
+        #[oai(validator(min_length = 1, max_length = 100))]
+        channel: Query<Option<String>>,
+        /// Only events carrying this tag.
+        #[oai(validator(min_length = 1, max_length = 64))]
+        tag: Query<Option<String>>,
+        /// Only events about this user.
+        #[oai(name = "userId", validator(min_length = 1, max_length = 255))]
+        user_id: Query<Option<String>>,
+        /// Only events whose title or description contains this text,
+        /// ignoring case.
+        #[oai(validator(min_length = 1, max_length = 200))]
+        q: Query<Option<String>>,
+        /// Only events recorded at or after this time (RFC 3339).
+        since: Query<Option<DateTime<Utc>>>,
+        /// Only events recorded before this time (RFC 3339).
+        until: Query<Option<DateTime<Utc>>>,
+        /// Events per page, 1 to 100; 50 when absent.
+        #[oai(validator(minimum(value = "1"), maximum(value = "100")))]
+        limit: Query<Option<u32>>,
+        /// Where to continue: the `nextCursor` of the previous page.
+        #[oai(validator(min_length = 1, max_length = 200))]
+        cursor: Query<Option<String>>,
+        auth: Data<&AuthContext>,
+        request_id: Data<&RequestId>,
+    ) -> poem::Result<ListEventsResponse> {
+        let filter = EventFilter {
+            channel: channel.0,
+            tag: tag.0,
+            user_id: user_id.0,
+            text: q.0,
+            since: since.0,
+            until: until.0,
+        };
+        let page = listing::page(
+            self.state.store.as_ref(),
+            &auth.scope,
+            &filter,
+            cursor.0.as_deref(),
+            limit.0,
+        )
+        .await?;
+        Ok(ListEventsResponse::Ok(Json(Success::new(
+            page,
             **request_id,
         ))))
     }

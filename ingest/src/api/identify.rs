@@ -1,11 +1,12 @@
-//! `POST /v1/identify`: create or update one of the caller's users.
+//! `POST /v1/identify`: create or update one of the caller's users;
+//! `GET /v1/users/{userId}`: look one up.
 
 use std::{collections::BTreeMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
 use common::store::Identity;
 use poem::web::Data;
-use poem_openapi::{ApiResponse, Object, OpenApi, payload::Json, types::Example};
+use poem_openapi::{ApiResponse, Object, OpenApi, param::Path, payload::Json, types::Example};
 use serde_json::Value;
 
 use super::{ApiTags, Success};
@@ -80,6 +81,13 @@ pub enum IdentifyResponse {
     Ok(Json<Success<IdentityOut>>),
 }
 
+#[derive(ApiResponse)]
+pub enum GetUserResponse {
+    /// The identity as merged from every identify call.
+    #[oai(status = 200)]
+    Ok(Json<Success<IdentityOut>>),
+}
+
 pub struct IdentifyApi {
     pub state: Arc<AppState>,
 }
@@ -111,6 +119,32 @@ impl IdentifyApi {
             .await
             .map_err(ApiError::from)?;
         Ok(IdentifyResponse::Ok(Json(Success::new(
+            identity.into(),
+            **request_id,
+        ))))
+    }
+
+    /// Look up a user
+    ///
+    /// The identity as `POST /v1/identify` left it. The user's events are
+    /// `GET /v1/events?userId=…`.
+    #[oai(path = "/v1/users/:userId", method = "get", operation_id = "getUser")]
+    async fn get_user(
+        &self,
+        /// The caller's own id for the user (URL-encoded).
+        #[oai(name = "userId", validator(min_length = 1, max_length = 255))]
+        user_id: Path<String>,
+        auth: Data<&AuthContext>,
+        request_id: Data<&RequestId>,
+    ) -> poem::Result<GetUserResponse> {
+        let identity = self
+            .state
+            .store
+            .get_identity(&auth.scope, &user_id.0)
+            .await
+            .map_err(ApiError::from)?
+            .ok_or_else(|| ApiError::NotFound("no user with this id".into()))?;
+        Ok(GetUserResponse::Ok(Json(Success::new(
             identity.into(),
             **request_id,
         ))))

@@ -1,10 +1,15 @@
 //! The HTTP API: one module per resource, each owning its request and
 //! response types, plus the success envelope they all answer with.
 
+pub mod channels;
+mod cursor;
 pub mod devices;
 pub mod events;
 pub mod health;
 pub mod identify;
+pub mod listing;
+pub mod stats;
+pub mod stream;
 
 use poem_openapi::{
     Object, Tags,

@@ -4,16 +4,33 @@
 
 use serde_json::{Map, Value, json};
 
-/// The client method that wraps each operation, by operation id. An
+/// The client method that wraps each operation, by operation id, and its
+/// argument when that is neither the request body nor the path's id. An
 /// operation the client does not wrap is shown with `tocsin.request`.
-const METHODS: [(&str, &str); 6] = [
-    ("createEvent", "events.create"),
-    ("getEvent", "events.get"),
-    ("identify", "identify"),
-    ("registerDevice", "devices.register"),
-    ("listDevices", "devices.list"),
-    ("deleteDevice", "devices.delete"),
+const METHODS: [(&str, &str, Option<&str>); 11] = [
+    ("createEvent", "events.create", None),
+    ("getEvent", "events.get", None),
+    (
+        "listEvents",
+        "events.list",
+        Some(r#"{ channel: "payments", q: "failed", limit: 20 }"#),
+    ),
+    ("listChannels", "channels.list", None),
+    ("eventStats", "stats.events", Some(r#"{ bucket: "hour" }"#)),
+    (
+        "streamEvents",
+        "events.stream",
+        Some(r#"{ channel: "payments" }"#),
+    ),
+    ("identify", "identify", None),
+    ("getUser", "users.get", Some(r#""user_7""#)),
+    ("registerDevice", "devices.register", None),
+    ("listDevices", "devices.list", None),
+    ("deleteDevice", "devices.delete", None),
 ];
+
+/// Operations whose client call is an async iterable, not a promise.
+const STREAMS: [&str; 1] = ["streamEvents"];
 
 /// The id the samples pass for a path's `{id}`.
 const EXAMPLE_ID: &str = "0197a3c2-5f1e-7b8a-9c0d-1e2f3a4b5c6d";
@@ -60,9 +77,12 @@ fn sample(method: &str, path: &str, op: &Map<String, Value>, schemas: &Value) ->
         .and_then(|schema| schema.pointer("/examples/0"))
         .map(|example| js_literal(example, 0));
     let operation_id = op.get("operationId").and_then(Value::as_str);
-    let call = match METHODS.iter().find(|(id, _)| Some(*id) == operation_id) {
-        Some((_, method)) => {
-            let argument = body.or_else(|| path.contains('{').then(|| format!("{EXAMPLE_ID:?}")));
+    let call = match METHODS.iter().find(|(id, _, _)| Some(*id) == operation_id) {
+        Some((_, method, argument)) => {
+            let argument = argument
+                .map(str::to_owned)
+                .or(body)
+                .or_else(|| path.contains('{').then(|| format!("{EXAMPLE_ID:?}")));
             format!("{method}({})", argument.unwrap_or_default())
         }
         None => {
@@ -77,6 +97,11 @@ fn sample(method: &str, path: &str, op: &Map<String, Value>, schemas: &Value) ->
             format!("request({spec} }})")
         }
     };
+    if operation_id.is_some_and(|id| STREAMS.contains(&id)) {
+        return format!(
+            "{SETUP}\nfor await (const event of tocsin.{call}) {{\n  console.log(event.title);\n}}\n"
+        );
+    }
     format!("{SETUP}\nconst {{ data }} = await tocsin.{call};\n")
 }
 

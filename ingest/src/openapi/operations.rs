@@ -1,8 +1,9 @@
 //! What the middleware layers do to each operation, written into the
 //! document: the headers on every response, the `Idempotency-Key` parameter,
-//! the formats of path parameters, and every error status the operation can
-//! answer, each with the error envelope.
+//! the formats of path parameters, the key scope it needs, and every error
+//! status the operation can answer, each with the error envelope.
 
+use common::store::KeyScope;
 use poem_openapi::{registry::MetaSchemaRef, types::Type};
 use serde_json::{Map, Value, json};
 
@@ -87,6 +88,8 @@ fn replay_header() -> Value {
 struct Shape {
     /// The gate asks for an API key.
     authenticated: bool,
+    /// The scope the gate asks the key to have.
+    scope: Option<KeyScope>,
     /// The idempotency layer reads `Idempotency-Key`.
     idempotent: bool,
     /// Its path names a resource by id, which may not exist.
@@ -132,6 +135,15 @@ fn errors(shape: &Shape) -> Vec<(&'static str, Value)> {
         errors.push((
             "401",
             error_response("Missing, malformed, unknown or revoked API key.", false),
+        ));
+    }
+    if let Some(scope) = shape.scope {
+        errors.push((
+            "403",
+            error_response(
+                &format!("The API key lacks the `{scope}` scope this operation needs."),
+                false,
+            ),
         ));
     }
     if shape.names_a_resource {
@@ -191,6 +203,7 @@ pub fn complete(doc: &mut Value) {
                 .expect("the document's operations are HTTP methods");
             let shape = Shape {
                 authenticated: routes::access(path) == Access::ApiKey,
+                scope: routes::required_scope(&method, path),
                 idempotent: routes::is_idempotent(&method, path),
                 names_a_resource: path.contains('{'),
                 has_body: op.contains_key("requestBody"),
@@ -229,6 +242,14 @@ pub fn complete(doc: &mut Value) {
 }
 
 fn complete_operation(op: &mut Map<String, Value>, shape: &Shape) {
+    if let Some(scope) = shape.scope {
+        let needs = format!("Needs the `{scope}` scope.");
+        let description = match op.get("description").and_then(Value::as_str) {
+            Some(text) if !text.is_empty() => format!("{text}\n\n{needs}"),
+            _ => needs,
+        };
+        op.insert("description".into(), Value::String(description));
+    }
     let responses = op
         .entry("responses")
         .or_insert_with(|| json!({}))
@@ -260,8 +281,9 @@ fn complete_operation(op: &mut Map<String, Value>, shape: &Shape) {
         .as_array_mut()
         .expect("parameters is an array");
     for parameter in parameters.iter_mut() {
-        // Every path parameter of the API is an id, and ids are UUIDs.
-        if parameter["in"] == "path" {
+        // The API's own ids are UUIDs (a user's id is the caller's own
+        // string, and is not one of them).
+        if parameter["in"] == "path" && parameter["name"] == "id" {
             parameter["schema"]["format"] = json!("uuid");
         }
     }

@@ -108,6 +108,17 @@ fn meant<'a>(name: &str, known: &[&'a str]) -> Option<Meant<'a>> {
     closest(&squashed, known).map(Meant::Field)
 }
 
+/// The known name `name` most likely misspells: another spelling of it
+/// (case, `_`, `-`), a typo or two away, or a prefix of it.
+pub(crate) fn closest_name<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
+    let squashed = squash(name);
+    known
+        .iter()
+        .find(|k| squash(k) == squashed)
+        .copied()
+        .or_else(|| closest(&squashed, known))
+}
+
 /// The known name within a typo or two of `squashed`, or that it starts
 /// (`env` → `environment`); the nearest wins, then the first in the schema.
 fn closest<'a>(squashed: &str, known: &[&'a str]) -> Option<&'a str> {

@@ -10,13 +10,23 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * List events
+         * @description The project's events, newest first, narrowed by any of the filters.
+         *     Follow `nextCursor` for older events: paging visits every event once,
+         *     also while new ones are recorded.
+         *
+         *     Needs the `events:read` scope.
+         */
+        get: operations["listEvents"];
         put?: never;
         /**
          * Record an event
          * @description Stores the event on its channel (creating the channel on first use)
          *     and, unless `notify` is false, sends a push notification to the
          *     project's connected devices.
+         *
+         *     Needs the `events:write` scope.
          */
         post: operations["createEvent"];
         delete?: never;
@@ -35,8 +45,83 @@ export interface paths {
         /**
          * Look up an event
          * @description The event with its notification state and the result of each push.
+         *
+         *     Needs the `events:read` scope.
          */
         get: operations["getEvent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/channels": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List channels
+         * @description Every channel of the project with its event count and latest event,
+         *     most recently active first.
+         *
+         *     Needs the `events:read` scope.
+         */
+        get: operations["listChannels"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/stats/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Count events over time
+         * @description How many events (of one channel, or all) were recorded in each hour
+         *     or day of a range: by default the last 24 hours, or the last 30 days
+         *     by day. At most 1000 buckets.
+         *
+         *     Needs the `events:read` scope.
+         */
+        get: operations["eventStats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow events live
+         * @description Every event recorded in the project from now on, as Server-Sent
+         *     Events, including those recorded through other replicas. With
+         *     `Last-Event-ID` (sent by browsers' EventSource when they reconnect)
+         *     or `lastEventId`, the events recorded after that one are sent first.
+         *     A key may hold a limited number of streams open at once (429 beyond).
+         *
+         *     Needs the `events:read` scope.
+         */
+        get: operations["streamEvents"];
         put?: never;
         post?: never;
         delete?: never;
@@ -58,8 +143,33 @@ export interface paths {
          * Create or update a user identity
          * @description `properties` are merged into the stored ones (new keys overwrite) and
          *     `aliases` are added to the stored set.
+         *
+         *     Needs the `events:write` scope.
          */
         post: operations["identify"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users/{userId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Look up a user
+         * @description The identity as `POST /v1/identify` left it. The user's events are
+         *     `GET /v1/events?userId=…`.
+         *
+         *     Needs the `events:read` scope.
+         */
+        get: operations["getUser"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -73,13 +183,18 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List devices */
+        /**
+         * List devices
+         * @description Needs the `devices:read` scope.
+         */
         get: operations["listDevices"];
         put?: never;
         /**
          * Register a device
          * @description Registering a token the project already has updates that device and
          *     makes it active again.
+         *
+         *     Needs the `devices:write` scope.
          */
         post: operations["registerDevice"];
         delete?: never;
@@ -98,7 +213,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Remove a device */
+        /**
+         * Remove a device
+         * @description Needs the `devices:write` scope.
+         */
         delete: operations["deleteDevice"];
         options?: never;
         head?: never;
@@ -146,6 +264,52 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * @description How wide each bucket is.
+         * @enum {string}
+         */
+        BucketIn: "hour" | "day";
+        /**
+         * BucketOut
+         * @description The events of one bucket.
+         */
+        BucketOut: {
+            /**
+             * Format: date-time
+             * @description Where the bucket starts: a whole UTC hour or day.
+             */
+            start: string;
+            /**
+             * Format: uint64
+             * @description Events recorded from `start` to the next bucket's start.
+             */
+            count: number;
+        };
+        /**
+         * ChannelList
+         * @description Every channel of the project.
+         */
+        ChannelList: {
+            /** @description Most recently active first. */
+            items: components["schemas"]["ChannelOut"][];
+        };
+        /**
+         * ChannelOut
+         * @description A channel and its events.
+         */
+        ChannelOut: {
+            name: string;
+            /**
+             * Format: uint64
+             * @description How many events the channel holds.
+             */
+            eventCount: number;
+            /**
+             * Format: date-time
+             * @description When its latest event was recorded; null when it holds none.
+             */
+            lastEventAt: string | null;
+        };
         /**
          * DeletedDevice
          * @description What a deletion removed.
@@ -352,6 +516,23 @@ export interface components {
             /** @description Where the event's push notification stands. */
             notification: components["schemas"]["NotificationOut"] & unknown;
         };
+        /**
+         * EventPage
+         * @description One page of events.
+         */
+        EventPage: {
+            /** @description Newest first. */
+            items: components["schemas"]["EventOut"][];
+            /** @description Pass as `cursor` to get the next (older) page; null on the last page. */
+            nextCursor: string | null;
+        };
+        /**
+         * EventStats
+         * @description Events per bucket, oldest first, empty buckets included.
+         */
+        EventStats: {
+            buckets: components["schemas"]["BucketOut"][];
+        };
         /** HealthOut */
         HealthOut: {
             /** @description `ok` when the check passed. */
@@ -435,6 +616,21 @@ export interface components {
          */
         NotificationStateOut: "pending" | "queued" | "delivered" | "failed" | "skipped";
         /**
+         * Success_ChannelList
+         * @description The body of every successful response.
+         */
+        Success_ChannelList: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["ChannelList"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
          * Success_DeletedDevice
          * @description The body of every successful response.
          */
@@ -491,6 +687,36 @@ export interface components {
             success: true;
             /** @description The resource. */
             data: components["schemas"]["EventOut"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
+         * Success_EventPage
+         * @description The body of every successful response.
+         */
+        Success_EventPage: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["EventPage"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
+         * Success_EventStats
+         * @description The body of every successful response.
+         */
+        Success_EventStats: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["EventStats"] & unknown;
             /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
             requestId: string;
         };
@@ -597,6 +823,194 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    listEvents: {
+        parameters: {
+            query?: {
+                /** @description Only events of this channel. */
+                channel?: string;
+                /** @description Only events carrying this tag. */
+                tag?: string;
+                /** @description Only events about this user. */
+                userId?: string;
+                /**
+                 * @description Only events whose title or description contains this text,
+                 *     ignoring case.
+                 */
+                q?: string;
+                /** @description Only events recorded at or after this time (RFC 3339). */
+                since?: string;
+                /** @description Only events recorded before this time (RFC 3339). */
+                until?: string;
+                /** @description Events per page, 1 to 100; 50 when absent. */
+                limit?: number;
+                /** @description Where to continue: the `nextCursor` of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of events. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_EventPage"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key. */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The API key lacks the `events:read` scope this operation needs. */
+            403: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
     createEvent: {
         parameters: {
             query?: never;
@@ -651,6 +1065,23 @@ export interface operations {
             };
             /** @description Missing, malformed, unknown or revoked API key. */
             401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The API key lacks the `events:write` scope this operation needs. */
+            403: {
                 headers: {
                     /** @description Requests allowed per minute. */
                     "X-RateLimit-Limit": number;
@@ -875,8 +1306,553 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description The API key lacks the `events:read` scope this operation needs. */
+            403: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description The caller's project has nothing with this id (or it is not a UUID). */
             404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    listChannels: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The project's channels. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_ChannelList"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key. */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The API key lacks the `events:read` scope this operation needs. */
+            403: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    eventStats: {
+        parameters: {
+            query?: {
+                /** @description Only events of this channel. */
+                channel?: string;
+                /**
+                 * @description Start of the range (RFC 3339), rounded down to its bucket's
+                 *     start; by default 24 hourly or 30 daily buckets before `until`.
+                 */
+                since?: string;
+                /** @description End of the range (RFC 3339, exclusive); now when absent. */
+                until?: string;
+                /** @description Bucket width; `hour` when absent. */
+                bucket?: components["schemas"]["BucketIn"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Event counts per bucket. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_EventStats"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key. */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The API key lacks the `events:read` scope this operation needs. */
+            403: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    streamEvents: {
+        parameters: {
+            query?: {
+                /** @description Only events of this channel. */
+                channel?: string;
+                /** @description Resume after this event (its id); the same as `Last-Event-ID`. */
+                lastEventId?: string;
+            };
+            header?: {
+                /** @description Resume after this event (its id). */
+                "Last-Event-ID"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /**
+             * @description `text/event-stream`: each event as `id: <event id>`, `event: event`,
+             *     `data: <the event, as GET /v1/events lists it>`; a comment line
+             *     (`:`) at least every 15 seconds while nothing happens.
+             */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["EventOut"][];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key. */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The API key lacks the `events:read` scope this operation needs. */
+            403: {
                 headers: {
                     /** @description Requests allowed per minute. */
                     "X-RateLimit-Limit": number;
@@ -1052,6 +2028,23 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description The API key lacks the `events:write` scope this operation needs. */
+            403: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description A request with this Idempotency-Key is still in progress. */
             409: {
                 headers: {
@@ -1198,6 +2191,194 @@ export interface operations {
             };
         };
     };
+    getUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The caller's own id for the user (URL-encoded). */
+                userId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The identity as merged from every identify call. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_IdentityOut"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key. */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The API key lacks the `events:read` scope this operation needs. */
+            403: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
     listDevices: {
         parameters: {
             query?: never;
@@ -1243,6 +2424,23 @@ export interface operations {
             };
             /** @description Missing, malformed, unknown or revoked API key. */
             401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The API key lacks the `devices:read` scope this operation needs. */
+            403: {
                 headers: {
                     /** @description Requests allowed per minute. */
                     "X-RateLimit-Limit": number;
@@ -1422,6 +2620,23 @@ export interface operations {
             };
             /** @description Missing, malformed, unknown or revoked API key. */
             401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The API key lacks the `devices:write` scope this operation needs. */
+            403: {
                 headers: {
                     /** @description Requests allowed per minute. */
                     "X-RateLimit-Limit": number;
@@ -1631,6 +2846,23 @@ export interface operations {
             };
             /** @description Missing, malformed, unknown or revoked API key. */
             401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The API key lacks the `devices:write` scope this operation needs. */
+            403: {
                 headers: {
                     /** @description Requests allowed per minute. */
                     "X-RateLimit-Limit": number;

@@ -1,6 +1,7 @@
 // `tocsin.devices`: the devices that receive a project's push notifications.
 
 import type { PostRequestOptions, RequestOptions, Tocsin } from "../client.js";
+import { offlineDevice, offlineNotFound } from "../disabled.js";
 import type { TocsinResponse } from "../response.js";
 import type { Device, DeviceDeleted, DeviceList, DeviceRegisterParams } from "../types.js";
 import { pathSegment } from "./path.js";
@@ -17,12 +18,15 @@ export class Devices {
    * token updates it (`statusCode` 200 instead of 201).
    */
   async register(params: DeviceRegisterParams, options?: PostRequestOptions): Promise<TocsinResponse<Device>> {
-    return this.#client.request<Device>({ method: "POST", path: "/v1/devices", body: params }, options);
+    return this.#client.request<Device>(
+      { method: "POST", path: "/v1/devices", body: params, offline: () => offlineDevice(params) },
+      options,
+    );
   }
 
   /** `GET /v1/devices`: the project's devices. */
   async list(options?: RequestOptions): Promise<TocsinResponse<DeviceList>> {
-    return this.#client.request<DeviceList>({ method: "GET", path: "/v1/devices" }, options);
+    return this.#client.request<DeviceList>({ method: "GET", path: "/v1/devices", offline: () => ({ devices: [] }) }, options);
   }
 
   /**
@@ -30,6 +34,16 @@ export class Devices {
    * can answer 404 although the device was deleted by the first attempt.
    */
   async delete(id: string, options?: RequestOptions): Promise<TocsinResponse<DeviceDeleted>> {
-    return this.#client.request<DeviceDeleted>({ method: "DELETE", path: `/v1/devices/${pathSegment(id, "id")}` }, options);
+    const path = `/v1/devices/${pathSegment(id, "id")}`;
+    return this.#client.request<DeviceDeleted>(
+      {
+        method: "DELETE",
+        path,
+        offline: () => {
+          throw offlineNotFound(`device ${id}`);
+        },
+      },
+      options,
+    );
   }
 }

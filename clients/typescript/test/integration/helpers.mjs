@@ -42,7 +42,8 @@ function ingestFreeEnv() {
   return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("INGEST_")));
 }
 
-async function freePort() {
+/** A loopback port nothing listens on (at the moment of asking). */
+export async function freePort() {
   const server = createServer();
   await new Promise((ok, fail) => server.once("error", fail).listen(0, "127.0.0.1", ok));
   const { port } = server.address();
@@ -54,49 +55,54 @@ const sleep = (ms) => new Promise((ok) => setTimeout(ok, ms));
 
 /**
  * Starts ingest in embedded mode and waits for `GET /healthz` 200.
- * Returns `{ baseUrl, createKey(rateLimit?), stop() }`.
+ * `settings` adds INGEST_* variables (e.g. `{ INGEST_CORS_ORIGINS: "…" }`).
+ * Returns `{ baseUrl, createKey(options?), restart(), stop(), log() }`.
  */
-export async function startIngest() {
+export async function startIngest(settings = {}) {
   const bin = ingestBinary();
   const dataDir = await mkdtemp(join(tmpdir(), "tocsin-ingest-"));
   const port = await freePort();
-  const env = { ...ingestFreeEnv(), INGEST_LISTEN: `127.0.0.1:${port}`, INGEST_DATA_DIR: dataDir };
+  const env = { ...ingestFreeEnv(), ...settings, INGEST_LISTEN: `127.0.0.1:${port}`, INGEST_DATA_DIR: dataDir };
   const baseUrl = `http://127.0.0.1:${port}`;
 
-  const child = spawn(bin, [], { env, stdio: ["ignore", "pipe", "pipe"] });
   let log = "";
-  const keepLog = (chunk) => {
+  let server = spawnServer(bin, env, (chunk) => {
     log = (log + chunk).slice(-20_000); // enough to explain a failure
-  };
-  child.stdout.on("data", keepLog);
-  child.stderr.on("data", keepLog);
-  const exited = new Promise((ok) => child.once("exit", (code, signal) => ok({ code, signal })));
-  let running = true;
-  exited.then(() => {
-    running = false;
   });
 
   const stop = async () => {
-    if (running) {
-      child.kill("SIGTERM");
-      const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
-      await exited;
-      clearTimeout(timer);
-    }
+    await server.kill();
     await rm(dataDir, { recursive: true, force: true });
   };
 
   try {
-    await waitForHealth(baseUrl, () => running, () => log);
+    await waitForHealth(baseUrl, server.isRunning, () => log);
   } catch (error) {
     await stop();
     throw error;
   }
 
-  /** `ingest keys create --org o --project p [--rate-limit N]`, with the server's env so it shares the data dir. */
-  const createKey = async ({ rateLimit } = {}) => {
+  /**
+   * Stops the process and starts a new one on the same port and data
+   * directory (same SQLite file): open connections drop, stored data stays.
+   */
+  const restart = async () => {
+    await server.kill();
+    log += "\n--- restart ---\n";
+    server = spawnServer(bin, env, (chunk) => {
+      log = (log + chunk).slice(-20_000);
+    });
+    await waitForHealth(baseUrl, server.isRunning, () => log);
+  };
+
+  /**
+   * `ingest keys create --org o --project p [--rate-limit N] [--scopes a,b]`,
+   * with the server's env so it shares the data dir. Every scope by default.
+   */
+  const createKey = async ({ rateLimit, scopes } = {}) => {
     const args = ["keys", "create", "--org", "o", "--project", "p"];
     if (rateLimit !== undefined) args.push("--rate-limit", String(rateLimit));
+    if (scopes !== undefined) args.push("--scopes", scopes.join(","));
     const { stdout } = await run(bin, args, { env }).catch((error) => {
       throw new Error(`\`ingest ${args.join(" ")}\` failed: ${error.stderr || error.message}`);
     });
@@ -105,7 +111,29 @@ export async function startIngest() {
     return key;
   };
 
-  return { baseUrl, createKey, stop, log: () => log };
+  return { baseUrl, createKey, restart, stop, log: () => log };
+}
+
+/** Spawns one ingest process. `kill()` stops it (SIGTERM, then SIGKILL after 5 s) and resolves once it exited. */
+function spawnServer(bin, env, onOutput) {
+  const child = spawn(bin, [], { env, stdio: ["ignore", "pipe", "pipe"] });
+  child.stdout.on("data", onOutput);
+  child.stderr.on("data", onOutput);
+  let running = true;
+  const exited = new Promise((ok) =>
+    child.once("exit", (code, signal) => {
+      running = false;
+      ok({ code, signal });
+    }),
+  );
+  const kill = async () => {
+    if (!running) return;
+    child.kill("SIGTERM");
+    const timer = setTimeout(() => child.kill("SIGKILL"), 5_000);
+    await exited;
+    clearTimeout(timer);
+  };
+  return { kill, isRunning: () => running };
 }
 
 async function waitForHealth(baseUrl, isRunning, log, timeoutMs = 30_000) {

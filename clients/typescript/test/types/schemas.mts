@@ -5,6 +5,8 @@
 // the committed generated file.
 
 import type {
+  Channel,
+  ChannelList,
   Device,
   DeviceDeleted,
   DeviceEnvironment,
@@ -12,6 +14,11 @@ import type {
   DeviceRegisterParams,
   ErrorEnvelope,
   EventCreateParams,
+  EventList,
+  EventListParams,
+  EventStats,
+  EventStatsParams,
+  EventStreamParams,
   IdentifyParams,
   Identity,
   JsonObject,
@@ -19,14 +26,17 @@ import type {
   Notification,
   NotificationDelivery,
   NotificationState,
+  StatsBucket,
+  StatsBucketSize,
   SuccessEnvelope,
   TocsinEvent,
   ValidationErrorDetail,
 } from "@tocsin/client";
 
-import type { components } from "../../src/generated/openapi.js";
+import type { components, paths } from "../../src/generated/openapi.js";
 
 type Schemas = components["schemas"];
+type Query<P extends keyof paths> = paths[P] extends { get: { parameters: { query?: infer Q } } } ? NonNullable<Q> : never;
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false;
 type Extends<A, B> = [A] extends [B] ? true : false;
 type Assert<T extends true> = T;
@@ -72,6 +82,37 @@ export type Checks = [
   Assert<Extends<SuccessEnvelope<Device>, Schemas["Success_DeviceOut"]>>,
   Assert<Extends<SuccessEnvelope<DeviceList>, Schemas["Success_DeviceList"]>>,
   Assert<Extends<SuccessEnvelope<DeviceDeleted>, Schemas["Success_DeletedDevice"]>>,
+  // The read side.
+  Assert<Equal<keyof EventList, keyof Schemas["EventPage"]>>,
+  Assert<Extends<EventList, Schemas["EventPage"]>>,
+  Assert<Equal<EventList["items"], TocsinEvent[]>>,
+  Assert<Equal<keyof Channel, keyof Schemas["ChannelOut"]>>,
+  Assert<Extends<Channel, Schemas["ChannelOut"]>>,
+  Assert<Extends<Schemas["ChannelOut"], Channel>>,
+  Assert<Equal<keyof ChannelList, keyof Schemas["ChannelList"]>>,
+  Assert<Extends<ChannelList, Schemas["ChannelList"]>>,
+  Assert<Extends<Schemas["ChannelList"], ChannelList>>,
+  Assert<Equal<StatsBucketSize, Schemas["BucketIn"]>>,
+  Assert<Equal<keyof StatsBucket, keyof Schemas["BucketOut"]>>,
+  Assert<Extends<StatsBucket, Schemas["BucketOut"]>>,
+  Assert<Extends<Schemas["BucketOut"], StatsBucket>>,
+  Assert<Equal<keyof EventStats, keyof Schemas["EventStats"]>>,
+  Assert<Extends<EventStats, Schemas["EventStats"]>>,
+  Assert<Extends<Schemas["EventStats"], EventStats>>,
+  Assert<Extends<SuccessEnvelope<EventList>, Schemas["Success_EventPage"]>>,
+  Assert<Extends<SuccessEnvelope<ChannelList>, Schemas["Success_ChannelList"]>>,
+  Assert<Extends<SuccessEnvelope<EventStats>, Schemas["Success_EventStats"]>>,
+  // Query parameters: exactly the route's, every value it takes still
+  // accepted, and since/until also a Date.
+  Assert<Equal<keyof EventListParams, keyof Query<"/v1/events">>>,
+  Assert<Extends<Query<"/v1/events">, EventListParams>>,
+  Assert<Equal<EventListParams["since"], Date | string | undefined>>,
+  Assert<Equal<EventListParams["limit"], number | undefined>>,
+  Assert<Equal<keyof EventStatsParams, keyof Query<"/v1/stats/events">>>,
+  Assert<Extends<Query<"/v1/stats/events">, EventStatsParams>>,
+  Assert<Equal<EventStatsParams["until"], Date | string | undefined>>,
+  Assert<Equal<Exclude<keyof EventStreamParams, "signal">, keyof Query<"/v1/stream">>>,
+  Assert<Extends<Query<"/v1/stream">, EventStreamParams>>,
   // The narrowings themselves.
   Assert<Equal<EventCreateParams["metadata"], JsonObject | undefined>>,
   Assert<Equal<TocsinEvent["metadata"], JsonObject>>,

@@ -2,21 +2,44 @@
 // fails `npm test`; each @ts-expect-error fails it if the error goes away.
 
 import {
+  AbortError,
   ApiError,
+  AuthenticationError,
+  ConflictError,
   ConnectionError,
+  InternalServerError,
+  PermissionDeniedError,
+  isTocsinError,
   RateLimitError,
   TimeoutError,
   Tocsin,
   TocsinError,
   ValidationError,
+  NotFoundError,
+  Page,
+  type Channel,
+  type EventStream,
   type Fetch,
+  type Identity,
+  type JsonObject,
   type RateLimit,
+  type RequestSpec,
+  type StatsBucket,
   type TocsinEvent,
   type TocsinResponse,
   type ValidationErrorDetail,
 } from "@tocsin/client";
 
 const customFetch: Fetch = (url, init) => fetch(url, init);
+new Tocsin(); // TOCSIN_API_KEY, TOCSIN_BASE_URL
+new Tocsin(undefined, { timeout: 1_000 });
+new Tocsin({ apiKey: "key", baseUrl: "http://127.0.0.1:8080", defaultHeaders: { "X-Team": "payments", "User-Agent": null } });
+const offline = new Tocsin({ disabled: true });
+const isOffline: boolean = offline.disabled;
+// @ts-expect-error options are given once
+new Tocsin({ apiKey: "key" }, { timeout: 1 });
+// @ts-expect-error a header value is a string or null
+new Tocsin({ defaultHeaders: { "X-Count": 5 } });
 const tocsin = new Tocsin("key", { baseUrl: "http://127.0.0.1:8080", timeout: 5_000, fetch: customFetch, maxRetries: 0 });
 new Tocsin("key", { fetch }); // the global fetch fits the Fetch type
 
@@ -36,6 +59,19 @@ export async function usage(): Promise<void> {
     { idempotencyKey: "order-42", timeout: 1_000, headers: { "X-Trace": "1" } },
   );
   const id: string = res.data.id;
+  const sent: boolean = res.sent;
+  const controller = new AbortController();
+  await tocsin.events.get(id, { signal: controller.signal, timeout: 500, maxRetries: 0, headers: { "X-Trace": null } });
+  await tocsin.channels.list({ signal: controller.signal });
+  await tocsin.events.list({}, { signal: controller.signal, maxRetries: 1 });
+  tocsin.events.stream({}, { signal: controller.signal, timeout: 5_000, maxRetries: 1 });
+  void [sent, isOffline];
+  // A spec typed before `offline` existed still serves any response type.
+  const spec: RequestSpec = { method: "GET", path: "/v1/new-thing" };
+  const thing: { things: string[] } = (await tocsin.request<{ things: string[] }>(spec)).data;
+  const withOffline = await tocsin.request({ method: "GET", path: "/v1/new-thing", offline: () => ({ things: ["a"] }) });
+  const inferred: string[] = withOffline.data.things;
+  void [thing, inferred];
   const requestId: string = res.requestId;
   const replayed: boolean = res.wasReplayed;
   const description: string | null = res.data.description;
@@ -64,6 +100,58 @@ export async function usage(): Promise<void> {
   const tokens: string[] = list.data.devices.map((d) => d.token);
   const deleted: true = (await tocsin.devices.delete(device.data.id)).data.deleted;
 
+  // The read side.
+  const page: Page<TocsinEvent> = await tocsin.events.list({
+    channel: "payments",
+    tag: "eu",
+    userId: "user_7",
+    q: "declined",
+    since: new Date(),
+    until: "2026-11-23T00:00:00Z",
+    limit: 50,
+    cursor: "opaque",
+  });
+  const items: TocsinEvent[] = page.items;
+  const nextCursor: string | null = page.nextCursor;
+  const pageRequestId: string = page.requestId;
+  if (page.hasNextPage()) {
+    const second: Page<TocsinEvent> = await page.nextPage();
+    void second;
+  }
+  for await (const event of tocsin.events.list({ channel: "payments" }, { timeout: 1_000 })) {
+    const title: string = event.title;
+    void title;
+  }
+  for await (const event of page) {
+    const createdAt: string = event.createdAt;
+    void createdAt;
+  }
+  const stream: EventStream = tocsin.events.stream(
+    { channel: "payments", lastEventId: "0190", signal: new AbortController().signal },
+    { idleTimeout: 60_000, headers: { "X-Trace": "1" } },
+  );
+  for await (const event of stream) {
+    const streamed: TocsinEvent = event;
+    void streamed;
+  }
+  const resumeAfter: string | undefined = stream.lastEventId;
+  const channels: Channel[] = (await tocsin.channels.list()).data.items;
+  const lastEventAt: string | null | undefined = channels[0]?.lastEventAt;
+  const user: Identity = (await tocsin.users.get("user_7")).data;
+  const properties: JsonObject = user.properties;
+  const buckets: StatsBucket[] = (await tocsin.stats.events({ channel: "payments", since: new Date(), bucket: "day" })).data.buckets;
+  const count: number | undefined = buckets[0]?.count;
+  void [items, nextCursor, pageRequestId, resumeAfter, lastEventAt, properties, count];
+
+  // @ts-expect-error bucket is hour or day
+  await tocsin.stats.events({ bucket: "week" });
+  // @ts-expect-error since is a Date or an RFC 3339 string
+  await tocsin.events.list({ since: 1_700_000_000 });
+  // @ts-expect-error limit is a number
+  await tocsin.events.list({ limit: "50" });
+  // @ts-expect-error the stream's events are not pages
+  for await (const event of tocsin.events.stream()) event.items;
+
   // @ts-expect-error channelName is required
   await tocsin.events.create({ title: "t" });
   // @ts-expect-error title must be a string
@@ -76,11 +164,27 @@ export async function usage(): Promise<void> {
   void [requestId, replayed, description, state, last, aliases, active, reason, tokens, deleted];
 }
 
+export function handleAcrossBuilds(error: unknown): string {
+  if (!isTocsinError(error)) throw error;
+  const message: string = error.message; // narrowed to TocsinError
+  if (error.name === "RateLimitError") return `later: ${message}`;
+  return message;
+}
+
 export function handle(error: unknown): string {
+  if (error instanceof AuthenticationError) return `check TOCSIN_API_KEY ${error.statusCode}`;
+  if (error instanceof PermissionDeniedError) return `scope missing ${error.requestId}`;
+  if (error instanceof ConflictError) return `conflict ${error.statusCode}`;
+  if (error instanceof InternalServerError) return `server ${error.statusCode}`;
+  if (error instanceof AbortError) return `aborted ${String(error.cause)}`;
   if (error instanceof ValidationError) {
     const details: ValidationErrorDetail[] = error.details;
     const path: string[] = details[0]?.path ?? [];
     return path.join(".");
+  }
+  if (error instanceof NotFoundError) {
+    const status: number = error.statusCode;
+    return `not found ${status}`;
   }
   if (error instanceof RateLimitError) {
     const rateLimit: RateLimit = error.rateLimit; // always set on a RateLimitError
@@ -94,7 +198,10 @@ export function handle(error: unknown): string {
     return `${status} ${error.message} ${requestId} ${rateLimit?.limit}`;
   }
   if (error instanceof TimeoutError) return `timeout ${error.timeout}`;
-  if (error instanceof ConnectionError) return `connection ${String(error.cause)}`;
+  if (error instanceof ConnectionError) {
+    const url: string | undefined = error.url;
+    return `connection ${url} ${String(error.cause)}`;
+  }
   if (error instanceof TocsinError) return error.message;
   return "unknown";
 }

@@ -3,6 +3,13 @@
 
 import { Tocsin } from "../../dist/esm/index.js";
 
+// The tests set the environment they need: a TOCSIN_API_KEY or
+// TOCSIN_BASE_URL in the developer's shell must not change what they see.
+delete process.env.TOCSIN_API_KEY;
+delete process.env.TOCSIN_BASE_URL;
+
+export { withEnv } from "../env.mjs";
+
 export const REQUEST_ID = "0b9f4a52-7c1e-4a4e-9d1a-3f3c2a1b0c9d";
 export const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 

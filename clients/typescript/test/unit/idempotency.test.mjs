@@ -2,6 +2,7 @@
 // flag, browsers on plain http).
 
 import assert from "node:assert/strict";
+import { webcrypto } from "node:crypto";
 import { test } from "node:test";
 
 import { generateIdempotencyKey } from "../../dist/esm/idempotency.js";
@@ -17,7 +18,8 @@ test("falls back to getRandomValues and still builds a v4 UUID", () => {
   const crypto = {
     getRandomValues(bytes) {
       used++;
-      return globalThis.crypto.getRandomValues(bytes);
+      // Node 18 has no global crypto without a flag; node:crypto's is the same API.
+      return webcrypto.getRandomValues(bytes);
     },
   };
   const keys = new Set(Array.from({ length: 50 }, () => generateIdempotencyKey(crypto)));

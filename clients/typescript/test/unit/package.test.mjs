@@ -27,7 +27,11 @@ test("import and require of the package name load the ESM and CommonJS builds", 
   assert.equal(esm.Tocsin, esmDirect.Tocsin);
   assert.equal(cjs.Tocsin, cjsDirect.Tocsin);
   assert.notEqual(esm.Tocsin, cjs.Tocsin);
-  for (const name of ["Tocsin", "TocsinError", "ApiError", "ValidationError", "RateLimitError", "TimeoutError", "ConnectionError"]) {
+  const names = [
+    "Tocsin", "TocsinError", "ApiError", "ValidationError", "AuthenticationError", "PermissionDeniedError", "NotFoundError",
+    "ConflictError", "RateLimitError", "InternalServerError", "TimeoutError", "ConnectionError", "AbortError", "isTocsinError",
+  ];
+  for (const name of names) {
     assert.equal(typeof esm[name], "function", `ESM exports ${name}`);
     assert.equal(typeof cjs[name], "function", `CommonJS exports ${name}`);
   }

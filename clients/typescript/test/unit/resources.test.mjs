@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { Tocsin, TocsinError } from "../../dist/esm/index.js";
+import { NotFoundError, Tocsin, TocsinError, ValidationError } from "../../dist/esm/index.js";
 import { EVENT, fail, ok, scriptedFetch } from "./helpers.mjs";
 
 const DEVICE = {
@@ -138,6 +138,102 @@ describe("devices", () => {
   test("delete refuses an empty id without sending anything", async () => {
     const { tocsin, calls } = client();
     await assert.rejects(tocsin.devices.delete(""), /id must be a non-empty string/);
+    assert.equal(calls.length, 0);
+  });
+});
+
+describe("channels", () => {
+  test("list gets /v1/channels", async () => {
+    const items = [
+      { name: "payments", eventCount: 12, lastEventAt: "2026-11-23T06:40:00.123456Z" },
+      { name: "quiet", eventCount: 0, lastEventAt: null },
+    ];
+    const { tocsin, calls } = client(ok({ items }, { status: 200 }));
+    const res = await tocsin.channels.list();
+    assert.equal(calls[0].url, "http://tocsin.test/v1/channels");
+    assert.equal(calls[0].init.method, "GET");
+    assert.deepEqual(res.data.items, items);
+  });
+});
+
+describe("users", () => {
+  const identity = {
+    user_id: "user/7 ä",
+    properties: { plan: "pro" },
+    aliases: ["ada@example.com"],
+    createdAt: "2025-01-01T00:00:00Z",
+    updatedAt: "2025-01-02T00:00:00Z",
+  };
+
+  test("get fetches /v1/users/{userId} with the id encoded", async () => {
+    const { tocsin, calls } = client(ok(identity, { status: 200 }));
+    const res = await tocsin.users.get("user/7 ä");
+    assert.equal(calls[0].url, "http://tocsin.test/v1/users/user%2F7%20%C3%A4");
+    assert.equal(calls[0].init.method, "GET");
+    assert.deepEqual(res.data, identity);
+  });
+
+  test("an unknown user is a NotFoundError and is not retried", async () => {
+    const { tocsin, calls } = client(fail(404, "user not found"), fail(404, "unused"));
+    await assert.rejects(tocsin.users.get("nobody"), (error) => {
+      assert.ok(error instanceof NotFoundError);
+      assert.equal(error.statusCode, 404);
+      assert.equal(error.message, "user not found");
+      return true;
+    });
+    assert.equal(calls.length, 1);
+  });
+
+  test("get refuses an empty id without sending anything", async () => {
+    const { tocsin, calls } = client();
+    await assert.rejects(tocsin.users.get(""), /userId must be a non-empty string/);
+    assert.equal(calls.length, 0);
+  });
+});
+
+describe("stats", () => {
+  const buckets = [
+    { start: "2026-11-23T05:00:00Z", count: 0 },
+    { start: "2026-11-23T06:00:00Z", count: 3 },
+  ];
+
+  test("events gets /v1/stats/events with no query by default", async () => {
+    const { tocsin, calls } = client(ok({ buckets }, { status: 200 }));
+    const res = await tocsin.stats.events();
+    assert.equal(calls[0].url, "http://tocsin.test/v1/stats/events");
+    assert.equal(calls[0].init.method, "GET");
+    assert.deepEqual(res.data.buckets, buckets);
+  });
+
+  test("events sends channel, since, until and bucket", async () => {
+    const { tocsin, calls } = client(ok({ buckets }, { status: 200 }));
+    await tocsin.stats.events({
+      channel: "payments",
+      since: new Date(Date.UTC(2026, 10, 20)),
+      until: "2026-11-23T00:00:00Z",
+      bucket: "day",
+    });
+    assert.deepEqual(Object.fromEntries(new URL(calls[0].url).searchParams), {
+      channel: "payments",
+      since: "2026-11-20T00:00:00.000Z",
+      until: "2026-11-23T00:00:00Z",
+      bucket: "day",
+    });
+  });
+
+  test("too many buckets is a ValidationError", async () => {
+    const details = [{ path: ["query", "since"], message: "more than 1000 buckets" }];
+    const { tocsin } = client(fail(400, "validation failed", { details }));
+    await assert.rejects(tocsin.stats.events({ since: "2000-01-01T00:00:00Z" }), (error) => {
+      assert.ok(error instanceof ValidationError);
+      assert.deepEqual(error.details, details);
+      return true;
+    });
+  });
+
+  test("an invalid Date rejects without sending anything", async () => {
+    const { tocsin, calls } = client();
+    await assert.rejects(tocsin.stats.events({ until: new Date(Number.NaN) }), /until is an invalid Date/);
     assert.equal(calls.length, 0);
   });
 });

@@ -9,8 +9,8 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::store::{
-    ApiKey, ApnsEnvironment, Delivery, DeliveryState, Device, Event, Identity, NotificationState,
-    Scope, StoreError, StoreResult,
+    ApiKey, ApnsEnvironment, Delivery, DeliveryState, Device, Event, Identity, KeyScope,
+    NotificationState, Scope, StoreError, StoreResult,
 };
 
 /// A stored document that does not read back as its record.
@@ -130,6 +130,7 @@ pub(super) fn key_to_doc(k: &ApiKey) -> Document {
         "rateLimit": k.rate_limit.map(i64::from),
         "createdAt": date(&k.created_at),
         "revokedAt": k.revoked_at.as_ref().map(date),
+        "scopes": KeyScope::names(&k.scopes),
     }
 }
 
@@ -144,6 +145,12 @@ pub(super) fn key_from_doc(d: &Document) -> StoreResult<ApiKey> {
             rate_limit: d.get_i64("rateLimit").ok().map(u32::try_from).transpose()?,
             created_at: d.get_datetime("createdAt")?.to_chrono(),
             revoked_at: d.get_datetime("revokedAt").ok().map(|t| t.to_chrono()),
+            // Missing on keys stored before scopes existed: they had full
+            // access, so they keep every scope.
+            scopes: match strings(d, "scopes")? {
+                None => KeyScope::ALL.to_vec(),
+                Some(names) => KeyScope::from_names(names.iter().map(String::as_str)),
+            },
         })
     };
     parse().map_err(|e| corrupt("api key", e))
@@ -308,5 +315,39 @@ mod tests {
             assert_eq!(decode_key(&stored), key, "{key:?} -> {stored:?}");
         }
         assert_eq!(encode_key("plain"), "plain");
+    }
+
+    fn key(scopes: Vec<KeyScope>) -> ApiKey {
+        ApiKey {
+            id: Uuid::now_v7(),
+            name: None,
+            scope: Scope::new("acme", "web"),
+            hash: "h".into(),
+            prefix: "tocsin_abcdef".into(),
+            rate_limit: None,
+            scopes,
+            created_at: bson::DateTime::now().to_chrono(),
+            revoked_at: None,
+        }
+    }
+
+    #[test]
+    fn a_key_document_without_scopes_has_every_scope() {
+        let mut old = key_to_doc(&key(vec![KeyScope::DevicesWrite]));
+        old.remove("scopes");
+        let read = key_from_doc(&old).expect("reads");
+        assert_eq!(read.scopes, KeyScope::ALL.to_vec());
+    }
+
+    #[test]
+    fn key_scopes_round_trip_and_unknown_names_grant_nothing() {
+        let k = key(vec![KeyScope::EventsRead, KeyScope::DevicesWrite]);
+        let mut d = key_to_doc(&k);
+        assert_eq!(key_from_doc(&d).expect("reads"), k);
+        d.insert("scopes", vec!["devices:write", "billing:admin"]);
+        let read = key_from_doc(&d).expect("reads");
+        assert_eq!(read.scopes, vec![KeyScope::DevicesWrite]);
+        d.insert("scopes", Vec::<String>::new());
+        assert!(key_from_doc(&d).expect("reads").scopes.is_empty());
     }
 }

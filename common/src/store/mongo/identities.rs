@@ -79,6 +79,25 @@ pub(super) async fn merge(
     )))
 }
 
+pub(super) async fn get(
+    store: &MongoStore,
+    scope: &Scope,
+    user_id: &str,
+) -> StoreResult<Option<Identity>> {
+    let mut filter = scope_filter(scope);
+    filter.insert("userId", user_id);
+    let found = store
+        .identities()
+        .find_one(filter)
+        .await
+        .map_err(classify)?;
+    Ok(found
+        .as_ref()
+        .map(identity_from_doc)
+        .transpose()?
+        .map(|(identity, _version)| identity))
+}
+
 /// The whole document of `identity` at `version`, under its `key` fields.
 fn replacement(key: &Document, identity: &Identity, version: i64) -> Document {
     let mut document = key.clone();

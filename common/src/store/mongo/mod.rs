@@ -6,7 +6,7 @@
 //!
 //! This module owns the connection, the indexes and the sorting of driver
 //! errors; `codec` turns records into documents and back; each aggregate
-//! has its module (`keys`, `events`, `identities`, `idempotency`,
+//! has its module (`keys`, `events`, `history`, `identities`, `idempotency`,
 //! `devices`, `deliveries`), and `Store` is implemented by calling them
 //! (the table is in `super::by_aggregate`).
 
@@ -14,6 +14,7 @@ mod codec;
 mod deliveries;
 mod devices;
 mod events;
+mod history;
 mod idempotency;
 mod identities;
 mod keys;
@@ -84,6 +85,17 @@ impl MongoStore {
                 self.events(),
                 plain(doc! { "org": 1, "project": 1, "_id": -1 }),
             ),
+            // The read side: listings newest first (per scope, per channel),
+            // the tail every stream follows and retention (by time).
+            (
+                self.events(),
+                plain(doc! { "org": 1, "project": 1, "createdAt": -1, "_id": -1 }),
+            ),
+            (
+                self.events(),
+                plain(doc! { "org": 1, "project": 1, "channelName": 1, "createdAt": -1 }),
+            ),
+            (self.events(), plain(doc! { "createdAt": 1, "_id": 1 })),
             (self.events(), plain(doc! { "notification": 1, "_id": 1 })),
             (
                 self.devices(),

@@ -8,7 +8,8 @@ use rusqlite::Row;
 use uuid::Uuid;
 
 use crate::store::{
-    ApiKey, ApnsEnvironment, Delivery, DeliveryState, Device, Event, NotificationState, Scope,
+    ApiKey, ApnsEnvironment, Delivery, DeliveryState, Device, Event, KeyScope, NotificationState,
+    Scope,
 };
 
 /// States as one JSON array parameter, matched with
@@ -52,7 +53,12 @@ pub(super) fn to_json<T: serde::Serialize>(v: &T) -> rusqlite::Result<String> {
 }
 
 pub(super) const KEY_COLUMNS: &str =
-    "id, name, org, project, hash, prefix, rate_limit, created_at, revoked_at";
+    "id, name, org, project, hash, prefix, rate_limit, created_at, revoked_at, scopes";
+
+/// A key's scopes as stored: a JSON array of names.
+pub(super) fn scope_names(scopes: &[KeyScope]) -> rusqlite::Result<String> {
+    to_json(&KeyScope::names(scopes))
+}
 
 pub(super) fn key_from_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
     Ok(ApiKey {
@@ -67,6 +73,14 @@ pub(super) fn key_from_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
             .get::<_, Option<String>>(8)?
             .map(|s| parse_ts(&s))
             .transpose()?,
+        scopes: match r.get::<_, Option<String>>(9)? {
+            None => KeyScope::ALL.to_vec(),
+            Some(names) => KeyScope::from_names(
+                parse_json::<Vec<String>>(&names)?
+                    .iter()
+                    .map(String::as_str),
+            ),
+        },
     })
 }
 

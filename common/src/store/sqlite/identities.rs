@@ -71,3 +71,30 @@ pub(super) async fn merge(
         })
         .await
 }
+
+pub(super) async fn get(
+    store: &SqliteStore,
+    scope: &Scope,
+    user_id: &str,
+) -> StoreResult<Option<Identity>> {
+    let scope = scope.clone();
+    let user_id = user_id.to_owned();
+    store
+        .run(move |c| {
+            c.prepare_cached(
+                "SELECT user_id, properties, aliases, created_at, updated_at FROM identities \
+                 WHERE org = ?1 AND project = ?2 AND user_id = ?3",
+            )?
+            .query_row(params![scope.org, scope.project, user_id], |r| {
+                Ok(Identity {
+                    user_id: r.get(0)?,
+                    properties: parse_json(&r.get::<_, String>(1)?)?,
+                    aliases: parse_json(&r.get::<_, String>(2)?)?,
+                    created_at: parse_ts(&r.get::<_, String>(3)?)?,
+                    updated_at: parse_ts(&r.get::<_, String>(4)?)?,
+                })
+            })
+            .optional()
+        })
+        .await
+}

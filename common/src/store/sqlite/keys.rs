@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::{
     SqliteStore,
-    codec::{KEY_COLUMNS, key_from_row, ts},
+    codec::{KEY_COLUMNS, key_from_row, scope_names, ts},
 };
 use crate::store::{ApiKey, StoreResult};
 
@@ -17,7 +17,7 @@ pub(super) async fn insert(store: &SqliteStore, key: &ApiKey) -> StoreResult<()>
         .run(move |c| {
             c.execute(
                 &format!(
-                    "INSERT INTO api_keys ({KEY_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"
+                    "INSERT INTO api_keys ({KEY_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"
                 ),
                 params![
                     key.id.to_string(),
@@ -29,6 +29,7 @@ pub(super) async fn insert(store: &SqliteStore, key: &ApiKey) -> StoreResult<()>
                     key.rate_limit,
                     ts(&key.created_at),
                     key.revoked_at.as_ref().map(ts),
+                    scope_names(&key.scopes)?,
                 ],
             )?;
             Ok(())

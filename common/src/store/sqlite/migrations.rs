@@ -107,6 +107,23 @@ ALTER TABLE deliveries ADD COLUMN lease_until_ms INTEGER NOT NULL DEFAULT 0;
 UPDATE deliveries SET lease_until_ms = claimed_at_ms + 60000 WHERE state = 'sending';
 ALTER TABLE idempotency ADD COLUMN resource_id TEXT;
 "#,
+    // The read side: listings newest first (per scope, per channel), the
+    // tail every stream follows and retention (all scopes, by time). Every
+    // index costs each insert a B-tree write: the two that nothing reads
+    // any more go (counts use any index on their columns' prefix, and the
+    // relay reads `events_by_relay`).
+    r#"
+CREATE INDEX events_by_scope_time ON events (org, project, created_at, id);
+CREATE INDEX events_by_channel_time ON events (org, project, channel_name, created_at, id);
+CREATE INDEX events_by_time ON events (created_at, id);
+DROP INDEX events_by_scope;
+DROP INDEX events_by_notification;
+"#,
+    // Key scopes: a JSON array of scope names. NULL (every key stored
+    // before scopes existed) means every scope: those keys had full access.
+    r#"
+ALTER TABLE api_keys ADD COLUMN scopes TEXT;
+"#,
 ];
 
 /// Applies the migrations this database has not run yet, each in its own
@@ -120,4 +137,50 @@ pub(super) fn migrate(c: &mut rusqlite::Connection) -> rusqlite::Result<()> {
         tx.commit()?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{
+        KeyScope,
+        sqlite::codec::{KEY_COLUMNS, key_from_row},
+    };
+
+    /// A database last opened by a version without scopes: its keys come
+    /// back with every scope, as they had full access then.
+    #[test]
+    fn keys_stored_before_scopes_existed_get_every_scope() {
+        let mut c = rusqlite::Connection::open_in_memory().expect("opens");
+        let scopes_at = MIGRATIONS
+            .iter()
+            .position(|sql| sql.contains("ADD COLUMN scopes"))
+            .expect("the scopes migration");
+        for sql in &MIGRATIONS[..scopes_at] {
+            c.execute_batch(sql).expect("older migration");
+        }
+        c.pragma_update(
+            None,
+            "user_version",
+            i64::try_from(scopes_at).expect("few migrations"),
+        )
+        .expect("version");
+        c.execute(
+            "INSERT INTO api_keys (id, name, org, project, hash, prefix, rate_limit, \
+             created_at, revoked_at) VALUES ('0195a1b2-0000-7000-8000-000000000001', NULL, \
+             'acme', 'web', 'h', 'tocsin_abcdef', NULL, '2025-01-01T00:00:00Z', NULL)",
+            [],
+        )
+        .expect("an old key");
+
+        migrate(&mut c).expect("migrates");
+        let key = c
+            .query_row(
+                &format!("SELECT {KEY_COLUMNS} FROM api_keys"),
+                [],
+                key_from_row,
+            )
+            .expect("reads back");
+        assert_eq!(key.scopes, KeyScope::ALL.to_vec());
+    }
 }

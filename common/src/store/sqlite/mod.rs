@@ -4,7 +4,7 @@
 //!
 //! This module owns opening the file (pragmas, `migrations`) and the sorting
 //! of SQLite errors; `codec` turns records into parameters and rows back;
-//! each aggregate has its module (`keys`, `events`, `identities`,
+//! each aggregate has its module (`keys`, `events`, `history`, `identities`,
 //! `idempotency`, `devices`, `deliveries`), and `Store` is implemented by
 //! calling them (the table is in `super::by_aggregate`).
 
@@ -12,6 +12,7 @@ mod codec;
 mod deliveries;
 mod devices;
 mod events;
+mod history;
 mod idempotency;
 mod identities;
 mod keys;
@@ -53,6 +54,7 @@ impl SqliteStore {
             c.busy_timeout(Duration::from_secs(5))?;
             c.pragma_update(None, "journal_mode", "WAL")?;
             c.pragma_update(None, "synchronous", synchronous.as_str())?;
+            history::register_functions(c)?;
             migrations::migrate(c)
         })
         .await

@@ -1,0 +1,169 @@
+//! Query strings checked against the parameters each operation publishes:
+//! an unknown name is refused (a misspelt filter would otherwise be
+//! ignored and list everything), a repeated one too, and a value that does
+//! not parse gets a sentence from its published schema — all as 400s with
+//! the path `["query", name]`, like faults in a body.
+
+use std::{collections::HashMap, sync::Arc};
+
+use poem::{Endpoint, IntoResponse, Request, Response};
+use poem_openapi::error::ParseParamError;
+use serde_json::Value;
+
+use crate::{
+    error::{ApiError, FieldError, rendered},
+    metrics::Routes,
+    request_id::RequestId,
+    validation::closest_name,
+};
+
+/// A parameter as the document publishes it.
+struct Param {
+    name: String,
+    /// `query`, `header` or `path`: the first segment of a fault's path.
+    location: &'static str,
+    /// What a valid value looks like, for a person.
+    expected: String,
+}
+
+/// Every operation's parameters, by route template and method.
+pub struct QueryRules {
+    routes: Routes,
+    params: HashMap<(String, String), Vec<Param>>,
+}
+
+impl QueryRules {
+    pub fn new(document: &Value) -> Self {
+        let mut params = HashMap::new();
+        let paths = document["paths"].as_object().into_iter().flatten();
+        for (template, item) in paths {
+            for (method, operation) in item.as_object().into_iter().flatten() {
+                let declared = operation["parameters"].as_array().into_iter().flatten();
+                let list = declared
+                    .filter_map(|p| {
+                        let location = match p["in"].as_str()? {
+                            "query" => "query",
+                            "header" => "headers",
+                            "path" => "path",
+                            _ => return None,
+                        };
+                        Some(Param {
+                            name: p["name"].as_str()?.to_owned(),
+                            location,
+                            expected: expected(&p["schema"], document),
+                        })
+                    })
+                    .collect();
+                params.insert((template.clone(), method.to_ascii_uppercase()), list);
+            }
+        }
+        let routes = Routes::new(params.keys().map(|(template, _)| template.clone()));
+        Self { routes, params }
+    }
+
+    /// The faults of `query` for `params`: unknown and repeated names.
+    fn check(&self, params: &[Param], query: &str) -> Vec<FieldError> {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).unwrap_or_default();
+        let known: Vec<&str> = params
+            .iter()
+            .filter(|p| p.location == "query")
+            .map(|p| p.name.as_str())
+            .collect();
+        let mut faults = Vec::new();
+        let mut given = Vec::new();
+        for (name, _) in &pairs {
+            let path = vec!["query".to_owned(), name.clone()];
+            if !known.contains(&name.as_str()) {
+                let message = match closest_name(name, &known) {
+                    Some(meant) => format!("unknown parameter; did you mean `{meant}`?"),
+                    None if known.is_empty() => "unknown parameter: this route takes none".into(),
+                    None => format!(
+                        "unknown parameter; the parameters are {}",
+                        known
+                            .iter()
+                            .map(|k| format!("`{k}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
+                faults.push(FieldError::new(path, message));
+            } else if given.contains(name) {
+                faults.push(FieldError::new(path, "is given more than once"));
+            } else {
+                given.push(name.clone());
+            }
+        }
+        faults
+    }
+}
+
+/// The middleware: `EndpointExt::around` with the rules.
+pub async fn check_query<E: Endpoint>(
+    ep: Arc<E>,
+    req: Request,
+    rules: Arc<QueryRules>,
+) -> poem::Result<Response> {
+    let request_id = RequestId::of(&req);
+    let key = (
+        rules.routes.template(req.uri().path()).to_owned(),
+        req.method().as_str().to_owned(),
+    );
+    let Some(params) = rules.params.get(&key) else {
+        return Ok(rendered(
+            ep.call(req).await.map(IntoResponse::into_response),
+            request_id,
+        ));
+    };
+    let faults = rules.check(params, req.uri().query().unwrap_or(""));
+    if !faults.is_empty() {
+        return Ok(ApiError::Validation(faults).render(request_id));
+    }
+    let result = ep.call(req).await;
+    let result = match result {
+        Err(e) if e.is::<ParseParamError>() => {
+            let name = e.downcast_ref::<ParseParamError>().map_or("", |p| p.name);
+            let (location, expected) = params
+                .iter()
+                .find(|p| p.name == name)
+                .map_or(("query", "is not valid"), |p| {
+                    (p.location, p.expected.as_str())
+                });
+            Err(ApiError::Validation(vec![FieldError::new(
+                vec![location.into(), name.into()],
+                expected,
+            )])
+            .into())
+        }
+        other => other.map(IntoResponse::into_response),
+    };
+    Ok(rendered(result, request_id))
+}
+
+/// What `schema` accepts, in words.
+fn expected(schema: &Value, document: &Value) -> String {
+    let schema = match schema["$ref"].as_str() {
+        Some(reference) => document
+            .pointer(reference.trim_start_matches('#'))
+            .unwrap_or(schema),
+        None => schema,
+    };
+    if let Some(values) = schema["enum"].as_array() {
+        let values: Vec<&str> = values.iter().filter_map(Value::as_str).collect();
+        return format!("must be one of: {}", values.join(", "));
+    }
+    match (schema["type"].as_str(), schema["format"].as_str()) {
+        (Some("integer"), _) => match (schema["minimum"].as_f64(), schema["maximum"].as_f64()) {
+            (Some(min), Some(max)) => format!("must be a whole number from {min} to {max}"),
+            _ => "must be a whole number".into(),
+        },
+        (Some("string"), Some("date-time")) => {
+            "must be an RFC 3339 date and time, such as 2026-11-23T06:40:00Z".into()
+        }
+        (Some("string"), Some("uuid")) => "must be a UUID".into(),
+        (Some("string"), _) => match (schema["minLength"].as_u64(), schema["maxLength"].as_u64()) {
+            (Some(min), Some(max)) => format!("must be {min} to {max} characters long"),
+            _ => "must be a string".into(),
+        },
+        _ => "is not valid".into(),
+    }
+}
