@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tocsin_tests::{StoreKind, TestApp, TestConfig, test_tool};
 
-/// Test cases per operation and phase: about half a minute on two cores.
+/// Test cases per operation and phase: under a minute with one worker.
 const MAX_EXAMPLES: &str = "150";
 
 /// schemathesis's settings. Only what does not fit this API by design is
@@ -74,7 +74,12 @@ async fn schemathesis_finds_nothing() {
         .arg("run")
         .arg(app.url("/openapi.json"))
         .args(["--checks", "all", "--max-examples", MAX_EXAMPLES])
-        .args(["--workers", "2", "--generation-database", "none"])
+        // One worker: with two, schemathesis runs hypothesis in two threads,
+        // and CPython 3.11's `ast` module (hypothesis parses its lambdas'
+        // source to describe them) shares a recursion counter between them:
+        // now and then a run dies with "AST constructor recursion depth
+        // mismatch" (cpython gh-106905), a failure of the tool, not the API.
+        .args(["--workers", "1", "--generation-database", "none"])
         .args(["--no-color", "--output-truncate", "false"])
         // The live stream answers 200 and then never ends, by design:
         // schemathesis would wait on its body forever. Its parameters are
