@@ -286,6 +286,27 @@ fn the_stack_has_the_shape_it_relies_on() {
     );
 }
 
+/// The container ports a service publishes to the host.
+fn published_ports(stack: &Stack, service: &str) -> Vec<u64> {
+    stack.service(service)["ports"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(|port| port["target"].as_u64())
+        .collect()
+}
+
+/// What follows `directive` on each line of an nginx file that starts with it,
+/// e.g. `listen 8080;` or `server ingest:8080 resolve;`.
+fn nginx_directives(file: &str, directive: &str) -> Vec<String> {
+    read(&deploy_file(file))
+        .lines()
+        .map(str::trim)
+        .filter_map(|line| line.strip_prefix(directive)?.strip_prefix(' '))
+        .map(|rest| rest.trim_end_matches(';').to_owned())
+        .collect()
+}
+
 #[test]
 fn ports_agree_between_services_healthchecks_and_prometheus() {
     let stack = Stack::resolve("deploy/.env.example", &example_env());
@@ -299,15 +320,48 @@ fn ports_agree_between_services_healthchecks_and_prometheus() {
             "{service} listens on {addr}: inside a container it must listen on 0.0.0.0"
         );
     }
-    let published: Vec<u64> = stack.service("ingest")["ports"]
-        .as_sequence()
-        .into_iter()
-        .flatten()
-        .filter_map(|port| port["target"].as_u64())
-        .collect();
-    assert!(
-        published.contains(&u64::from(ingest.port())),
-        "ingest listens on {ingest} but publishes container ports {published:?}"
+
+    // The replicas are reached through the balancer only: a published
+    // ingest port would bypass the routing that keeps each key's quota.
+    assert_eq!(
+        published_ports(&stack, "ingest"),
+        Vec::<u64>::new(),
+        "ingest replicas publish no port"
+    );
+    assert_eq!(
+        stack.environment("ingest")["INGEST_TRUST_FORWARDED_FOR"].as_deref(),
+        Some("true"),
+        "behind the balancer, the client's address is the X-Forwarded-For it sets"
+    );
+    assert_eq!(
+        nginx_directives("nginx/replicas.conf", "server"),
+        [format!("ingest:{} resolve", ingest.port())],
+        "the balancer sends to every ingest replica, where it listens"
+    );
+    let balancer_listens = nginx_directives("nginx/tocsin.conf", "listen");
+    assert_eq!(balancer_listens.len(), 1, "{balancer_listens:?}");
+    assert_eq!(
+        published_ports(&stack, "balancer"),
+        [balancer_listens[0].parse::<u64>().expect("a port")],
+        "the balancer publishes the port nginx listens on"
+    );
+    // nginx reads conf.d/*.conf, and tocsin.conf includes the replicas
+    // relative to /etc/nginx.
+    let mounts = stack.volumes("balancer");
+    for (file, target) in [
+        ("/nginx/tocsin.conf", "/etc/nginx/conf.d/default.conf"),
+        ("/nginx/replicas.conf", "/etc/nginx/tocsin/replicas.conf"),
+    ] {
+        assert!(
+            mounts
+                .iter()
+                .any(|(source, to)| source.ends_with(file) && to == target),
+            "the balancer mounts deploy{file} as {target}: {mounts:?}"
+        );
+    }
+    assert_eq!(
+        nginx_directives("nginx/tocsin.conf", "include"),
+        ["tocsin/replicas.conf"]
     );
 
     let prometheus: Value = serde_norway::from_str(&read(&deploy_file("prometheus.yml")))
@@ -321,22 +375,19 @@ fn ports_agree_between_services_healthchecks_and_prometheus() {
             .unwrap_or_else(|| panic!("prometheus.yml has no `{name}` job"))
             .clone()
     };
-    assert_eq!(
-        job("ingest")["static_configs"][0]["targets"][0],
-        format!("ingest:{}", ingest.port()).as_str(),
-        "Prometheus scrapes ingest where it listens"
-    );
-    let discovery = &job("notifier")["dns_sd_configs"][0];
-    assert_eq!(
-        discovery["names"][0], "notifier",
-        "every notifier replica, by DNS"
-    );
-    assert_eq!(discovery["type"], "A");
-    assert_eq!(
-        discovery["port"].as_u64(),
-        Some(u64::from(notifier.port())),
-        "Prometheus scrapes the notifiers where they listen"
-    );
+    for (service, addr) in [("ingest", ingest), ("notifier", notifier)] {
+        let discovery = &job(service)["dns_sd_configs"][0];
+        assert_eq!(
+            discovery["names"][0], service,
+            "every {service} replica, by DNS"
+        );
+        assert_eq!(discovery["type"], "A");
+        assert_eq!(
+            discovery["port"].as_u64(),
+            Some(u64::from(addr.port())),
+            "Prometheus scrapes each {service} where it listens"
+        );
+    }
 }
 
 #[test]

@@ -1,9 +1,10 @@
 //! The tier that needs outside tools, installed by
 //! `scripts/install-test-tools`: headless Chromium, Docker Compose v2, the
-//! Python OpenAPI 3.1 validator and schemathesis; and cargo itself, for the
+//! Python OpenAPI 3.1 validator and schemathesis, nginx; and cargo itself, for the
 //! services' dependency tree.
 //! `cargo test -p tocsin-tests --test tools`.
 
+mod balancer;
 mod dependencies;
 mod deploy;
 mod docs;
