@@ -33,7 +33,8 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
 # Two rules a parameter's schema cannot state get a 400 with the path of
 # the parameter: the chart's counts refuse a range of more than 1000
 # buckets (over since, until and bucket together), and a listing takes as
-# `cursor` only a nextCursor it gave out (opaque, any string in form).
+# `cursor` only a nextCursor it gave out (opaque, any string in form): the
+# events' and the audit log's.
 [[operations]]
 include-operation-id = "eventStats"
 [operations.checks.positive_data_acceptance]
@@ -41,6 +42,11 @@ expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "422", "42
 
 [[operations]]
 include-operation-id = "listEvents"
+[operations.checks.positive_data_acceptance]
+expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "422", "429", "5xx"]
+
+[[operations]]
+include-operation-id = "adminListAudit"
 [operations.checks.positive_data_acceptance]
 expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "422", "429", "5xx"]
 "#;
