@@ -409,3 +409,51 @@ for_each_store!(
     names_are_unique_within_their_parent,
     cli_and_admin_api_keys_are_the_same_records,
 );
+
+/// MongoDB: keys and devices written before organizations and projects were
+/// records get records when the store opens, once however often it opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mongodb_adopts_scopes_that_exist_only_as_strings_at_open() {
+    let config = tocsin_tests::TestConfig::new(StoreKind::Mongo).store_config();
+    let open = || common::store::open(&config, std::time::Duration::from_secs(10));
+    let store = open().await.expect("opens");
+    let (key, _) = ingest::cli::new_key(
+        common::store::Scope::new("legacy", "app"),
+        None,
+        None,
+        &common::store::KeyScope::ALL,
+    );
+    store.insert_api_key(&key).await.expect("an old key");
+    let registration = common::store::DeviceRegistration {
+        token: "ab".repeat(32),
+        environment: common::store::ApnsEnvironment::Sandbox,
+        name: None,
+        channels: None,
+    };
+    let scope = common::store::Scope::new("legacy", "ios");
+    store
+        .upsert_device(&scope, &registration, common::time::now())
+        .await
+        .expect("an old device");
+    assert!(store.list_projects().await.expect("projects").is_empty());
+    for _ in 0..2 {
+        let store = open().await.expect("reopens");
+        let organizations = store.list_organizations().await.expect("organizations");
+        assert_eq!(organizations.len(), 1);
+        assert_eq!(
+            (
+                organizations[0].name.as_str(),
+                organizations[0].slug.as_str()
+            ),
+            ("legacy", "legacy")
+        );
+        let projects: Vec<String> = store
+            .list_projects()
+            .await
+            .expect("projects")
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        assert_eq!(projects, ["app", "ios"]);
+    }
+}
