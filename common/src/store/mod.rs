@@ -23,8 +23,8 @@ pub use self::api_key::{ApiKey, KeyScope};
 use self::deadline::Deadline;
 pub use self::model::{
     ApnsEnvironment, Bucket, ChannelStats, Delivery, DeliveryClaim, DeliveryState, Device,
-    DeviceRegistration, Event, EventFilter, EventPosition, IdempotencyBegin, Identity, Inserted,
-    NotificationState, Purged, Scope, StoredResponse,
+    DeviceKind, DeviceRegistration, Event, EventFilter, EventPosition, IdempotencyBegin, Identity,
+    Inserted, NotificationState, Purged, PushTarget, Scope, StoredResponse, WebPushSubscription,
 };
 
 /// Why a store call failed. Callers map `Unavailable` to 503 and everything

@@ -197,18 +197,98 @@ impl ApnsEnvironment {
     }
 }
 
-/// A phone connected to a project, to which alerts are pushed.
+/// Which push service reaches a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeviceKind {
+    /// An iPhone app's APNs device token.
+    Apns,
+    /// A browser's Web Push subscription (RFC 8030).
+    Webpush,
+    /// A Firebase Cloud Messaging registration token.
+    Fcm,
+}
+
+impl DeviceKind {
+    pub const ALL: [Self; 3] = [Self::Apns, Self::Webpush, Self::Fcm];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Apns => "apns",
+            Self::Webpush => "webpush",
+            Self::Fcm => "fcm",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// A browser's push subscription, as `PushSubscription.toJSON()` gives it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WebPushSubscription {
+    /// The push service's URL for this subscription (checked against the
+    /// endpoint policy at registration and again at every send).
+    pub endpoint: String,
+    /// The browser's P-256 public key (base64url, uncompressed point).
+    pub p256dh: String,
+    /// The 16-byte authentication secret (base64url).
+    pub auth: String,
+}
+
+impl std::fmt::Debug for WebPushSubscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The endpoint is a capability URL and the keys decrypt the pushes:
+        // none of them reaches a log line.
+        f.debug_struct("WebPushSubscription").finish_non_exhaustive()
+    }
+}
+
+/// Where a device's pushes go: what its push service needs to reach it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PushTarget {
+    Apns {
+        /// The APNs device token (hex, lowercase).
+        token: String,
+        environment: ApnsEnvironment,
+    },
+    WebPush(WebPushSubscription),
+    Fcm {
+        /// The FCM registration token.
+        token: String,
+    },
+}
+
+impl PushTarget {
+    pub fn kind(&self) -> DeviceKind {
+        match self {
+            Self::Apns { .. } => DeviceKind::Apns,
+            Self::WebPush(_) => DeviceKind::Webpush,
+            Self::Fcm { .. } => DeviceKind::Fcm,
+        }
+    }
+
+    /// What identifies the device within its scope: the token, or the
+    /// subscription's endpoint. Registering the same one again updates that
+    /// device instead of adding another.
+    pub fn address(&self) -> &str {
+        match self {
+            Self::Apns { token, .. } | Self::Fcm { token } => token,
+            Self::WebPush(subscription) => &subscription.endpoint,
+        }
+    }
+}
+
+/// A phone or browser connected to a project, to which alerts are pushed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Device {
     pub id: Uuid,
     pub scope: Scope,
-    /// The APNs device token (hex).
-    pub token: String,
-    pub environment: ApnsEnvironment,
+    pub target: PushTarget,
     pub name: Option<String>,
     /// Only events of these channels are pushed; `None` means every channel.
     pub channels: Option<Vec<String>>,
-    /// False once APNs said the token is dead; re-registering revives it.
+    /// False once its push service said it is gone; re-registering revives it.
     pub active: bool,
     pub deactivated_reason: Option<String>,
     pub created_at: DateTime<Utc>,
@@ -224,13 +304,16 @@ impl Device {
                 .as_ref()
                 .is_none_or(|channels| channels.iter().any(|c| c == channel))
     }
+
+    pub fn kind(&self) -> DeviceKind {
+        self.target.kind()
+    }
 }
 
 /// What a device registration asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceRegistration {
-    pub token: String,
-    pub environment: ApnsEnvironment,
+    pub target: PushTarget,
     pub name: Option<String>,
     pub channels: Option<Vec<String>>,
 }
@@ -280,6 +363,10 @@ pub struct Delivery {
     pub attempts: u32,
     pub error: Option<String>,
     pub apns_id: Option<String>,
+    /// Which provider the outcome came from (`apns`, `webpush`, `fcm`, or
+    /// `log` when pushes are only logged); `None` until an outcome is
+    /// recorded, and for deliveries recorded before providers were.
+    pub provider: Option<String>,
     /// `sending`: when the claim's lease runs out (its worker is presumed
     /// dead after that); `retrying`: when the next try may start. `None`
     /// once final.
