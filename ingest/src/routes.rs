@@ -19,8 +19,15 @@ pub enum Access {
     ApiKey,
 }
 
+/// The API routes that need no key: what a web page needs before it has one
+/// (the VAPID public key it subscribes with is public by design).
+const KEYLESS: &[&str] = &["/v1/webpush/key"];
+
 /// What `path` asks for.
 pub fn access(path: &str) -> Access {
+    if KEYLESS.contains(&path) {
+        return Access::Anonymous;
+    }
     let under_api = path
         .strip_prefix(API_PREFIX)
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));

@@ -1,19 +1,26 @@
 //! `POST /v1/devices`, `GET /v1/devices`, `DELETE /v1/devices/{id}`: the
-//! phones a project pushes alerts to.
+//! phones and browsers a project pushes alerts to.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use common::store::{ApnsEnvironment, Device, DeviceRegistration};
+use common::{
+    endpoint::EndpointPolicy,
+    store::{
+        ApnsEnvironment, Device, DeviceKind, DeviceRegistration, PushTarget, WebPushSubscription,
+    },
+};
 use poem::web::Data;
 use poem_openapi::{
-    ApiResponse, Enum, Object, OpenApi, param::Path, payload::Json, types::Example,
+    ApiResponse, Enum, Object, OpenApi, Union, param::Path, payload::Json, types::Example,
 };
 use uuid::Uuid;
 
 use super::{ApiTags, Success};
 use crate::{
-    auth::AuthContext, error::ApiError, request_id::RequestId, state::AppState, types::Nullable,
+    auth::AuthContext,
+    error::{ApiError, FieldError},
+    request_id::RequestId, state::AppState, types::Nullable,
     validation::ValidatedJson,
 };
 
@@ -43,10 +50,33 @@ impl From<ApnsEnvironment> for Environment {
     }
 }
 
-/// A device to push alerts to. Unknown fields are rejected.
+/// `"apns"`: an iPhone app's APNs device token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum ApnsKind {
+    Apns,
+}
+
+/// `"webpush"`: a browser's Web Push subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum WebPushKind {
+    Webpush,
+}
+
+/// `"fcm"`: a Firebase Cloud Messaging registration token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum FcmKind {
+    Fcm,
+}
+
+/// An iPhone to push alerts to through APNs. Unknown fields are rejected.
 #[derive(Debug, Clone, Object)]
 #[oai(deny_unknown_fields, example)]
-pub struct DeviceIn {
+pub struct ApnsDeviceIn {
+    /// `apns`, the default when absent.
+    pub kind: Option<ApnsKind>,
     /// The APNs device token, in hex.
     #[oai(validator(min_length = 32, max_length = 200, pattern = "^[0-9a-fA-F]+$"))]
     pub token: String,
@@ -62,13 +92,104 @@ pub struct DeviceIn {
 
 /// The sample body the docs show and their "Test Request" sends: a token
 /// of the length APNs gives (32 bytes, 64 hex digits).
-impl Example for DeviceIn {
+impl Example for ApnsDeviceIn {
     fn example() -> Self {
         Self {
+            kind: Some(ApnsKind::Apns),
             token: "a1b2c3d4e5f60718".repeat(4),
             environment: Environment::Sandbox,
             name: Some("On-call iPhone".into()),
             channels: Some(vec!["payments".into()]),
+        }
+    }
+}
+
+/// The keys of a Web Push subscription.
+#[derive(Debug, Clone, Object)]
+#[oai(deny_unknown_fields)]
+pub struct WebPushKeys {
+    /// The browser's P-256 public key, base64url.
+    #[oai(validator(min_length = 80, max_length = 100, pattern = "^[A-Za-z0-9_-]+={0,2}$"))]
+    pub p256dh: String,
+    /// The browser's 16-byte authentication secret, base64url.
+    #[oai(validator(min_length = 16, max_length = 32, pattern = "^[A-Za-z0-9_-]+={0,2}$"))]
+    pub auth: String,
+}
+
+/// A browser's push subscription, exactly as `PushSubscription.toJSON()`
+/// gives it.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WebPushSubscriptionIn {
+    /// The push service's URL for this subscription: https, on a public
+    /// address.
+    #[oai(validator(min_length = 1, max_length = 2048))]
+    pub endpoint: String,
+    /// When the subscription expires (milliseconds since the epoch), if the
+    /// browser says; accepted and not used.
+    pub expiration_time: Option<Nullable<f64>>,
+    pub keys: WebPushKeys,
+}
+
+/// A browser to push alerts to through Web Push. Unknown fields are
+/// rejected.
+#[derive(Debug, Clone, Object)]
+#[oai(deny_unknown_fields)]
+pub struct WebPushDeviceIn {
+    pub kind: WebPushKind,
+    pub subscription: WebPushSubscriptionIn,
+    /// A label to recognise the device by.
+    #[oai(validator(min_length = 1, max_length = 100))]
+    pub name: Option<String>,
+    /// Only events of these channels are pushed to the device; absent means
+    /// every channel. At most 50, each 1 to 100 characters.
+    #[oai(validator(max_items = 50, min_length = 1, max_length = 100))]
+    pub channels: Option<Vec<String>>,
+}
+
+/// An Android phone (or any FCM client) to push alerts to through Firebase
+/// Cloud Messaging. Unknown fields are rejected.
+#[derive(Debug, Clone, Object)]
+#[oai(deny_unknown_fields)]
+pub struct FcmDeviceIn {
+    pub kind: FcmKind,
+    /// The FCM registration token.
+    #[oai(validator(min_length = 1, max_length = 4096))]
+    pub token: String,
+    /// A label to recognise the device by.
+    #[oai(validator(min_length = 1, max_length = 100))]
+    pub name: Option<String>,
+    /// Only events of these channels are pushed to the device; absent means
+    /// every channel. At most 50, each 1 to 100 characters.
+    #[oai(validator(max_items = 50, min_length = 1, max_length = 100))]
+    pub channels: Option<Vec<String>>,
+}
+
+/// A device to push alerts to, by `kind`: `apns` (the default), `webpush`
+/// or `fcm`.
+#[derive(Debug, Clone, Union)]
+#[oai(one_of)]
+pub enum DeviceIn {
+    Apns(ApnsDeviceIn),
+    WebPush(WebPushDeviceIn),
+    Fcm(FcmDeviceIn),
+}
+
+/// Which push service reaches a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum DeviceKindOut {
+    Apns,
+    Webpush,
+    Fcm,
+}
+
+impl From<DeviceKind> for DeviceKindOut {
+    fn from(k: DeviceKind) -> Self {
+        match k {
+            DeviceKind::Apns => Self::Apns,
+            DeviceKind::Webpush => Self::Webpush,
+            DeviceKind::Fcm => Self::Fcm,
         }
     }
 }
@@ -78,12 +199,19 @@ impl Example for DeviceIn {
 #[oai(rename_all = "camelCase")]
 pub struct DeviceOut {
     pub id: Uuid,
-    pub token: String,
-    pub environment: Environment,
+    pub kind: DeviceKindOut,
+    /// The APNs or FCM token; null for a Web Push subscription.
+    pub token: Nullable<String>,
+    /// The APNs environment; null for other kinds.
+    pub environment: Nullable<Environment>,
+    /// The Web Push subscription's endpoint; null for other kinds. (Its
+    /// keys are never shown.)
+    pub endpoint: Nullable<String>,
     pub name: Nullable<String>,
     /// The channels it gets alerts from, or null for every channel.
     pub channels: Nullable<Vec<String>>,
-    /// False once APNs reported the token dead; re-registering revives it.
+    /// False once its push service reported it gone; re-registering
+    /// revives it.
     pub active: bool,
     /// Why the device was deactivated.
     pub deactivated_reason: Nullable<String>,
@@ -93,10 +221,18 @@ pub struct DeviceOut {
 
 impl From<Device> for DeviceOut {
     fn from(d: Device) -> Self {
+        let kind = d.kind().into();
+        let (token, environment, endpoint) = match d.target {
+            PushTarget::Apns { token, environment } => (Some(token), Some(environment.into()), None),
+            PushTarget::WebPush(s) => (None, None, Some(s.endpoint)),
+            PushTarget::Fcm { token } => (Some(token), None, None),
+        };
         Self {
             id: d.id,
-            token: d.token,
-            environment: d.environment.into(),
+            kind,
+            token: Nullable(token),
+            environment: Nullable(environment),
+            endpoint: Nullable(endpoint),
             name: Nullable(d.name),
             channels: Nullable(d.channels),
             active: d.active,
@@ -104,6 +240,47 @@ impl From<Device> for DeviceOut {
             created_at: d.created_at,
             updated_at: d.updated_at,
         }
+    }
+}
+
+impl DeviceIn {
+    /// What to store, once the endpoint of a subscription passed the
+    /// policy (a refusal is reported at its field).
+    async fn registration(self, policy: &EndpointPolicy) -> Result<DeviceRegistration, ApiError> {
+        Ok(match self {
+            Self::Apns(d) => DeviceRegistration {
+                target: PushTarget::Apns {
+                    // Hex is case-insensitive; one spelling keeps one device per token.
+                    token: d.token.to_ascii_lowercase(),
+                    environment: d.environment.into(),
+                },
+                name: d.name,
+                channels: d.channels,
+            },
+            Self::WebPush(d) => {
+                let endpoint = d.subscription.endpoint;
+                policy.check(&endpoint).await.map_err(|refusal| {
+                    ApiError::Validation(vec![FieldError::new(
+                        vec!["subscription".into(), "endpoint".into()],
+                        refusal.to_string(),
+                    )])
+                })?;
+                DeviceRegistration {
+                    target: PushTarget::WebPush(WebPushSubscription {
+                        endpoint,
+                        p256dh: d.subscription.keys.p256dh,
+                        auth: d.subscription.keys.auth,
+                    }),
+                    name: d.name,
+                    channels: d.channels,
+                }
+            }
+            Self::Fcm(d) => DeviceRegistration {
+                target: PushTarget::Fcm { token: d.token },
+                name: d.name,
+                channels: d.channels,
+            },
+        })
     }
 }
 
@@ -125,9 +302,26 @@ pub enum RegisterResponse {
     /// A new device was registered.
     #[oai(status = 201)]
     Created(Json<Success<DeviceOut>>),
-    /// The token was already registered; the device was updated (and reactivated).
+    /// The token or subscription was already registered; the device was
+    /// updated (and reactivated).
     #[oai(status = 200)]
     Updated(Json<Success<DeviceOut>>),
+}
+
+/// The key browsers subscribe with.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct WebPushKey {
+    /// The VAPID public key (uncompressed P-256 point, base64url): the
+    /// `applicationServerKey` of `pushManager.subscribe`.
+    pub public_key: String,
+}
+
+#[derive(ApiResponse)]
+pub enum WebPushKeyResponse {
+    /// Web Push is configured: subscribe with this key.
+    #[oai(status = 200)]
+    Ok(Json<Success<WebPushKey>>),
 }
 
 #[derive(ApiResponse)]
@@ -152,8 +346,11 @@ pub struct DevicesApi {
 impl DevicesApi {
     /// Register a device
     ///
-    /// Registering a token the project already has updates that device and
-    /// makes it active again.
+    /// An APNs token (`kind` `apns`, the default), a browser's Web Push
+    /// subscription (`webpush`, as `PushSubscription.toJSON()` gives it) or
+    /// an FCM token (`fcm`). Registering a token or subscription the
+    /// project already has updates that device and makes it active again.
+    /// A subscription's endpoint must be https on a public address.
     #[oai(path = "/v1/devices", method = "post", operation_id = "registerDevice")]
     async fn register(
         &self,
@@ -161,14 +358,7 @@ impl DevicesApi {
         auth: Data<&AuthContext>,
         request_id: Data<&RequestId>,
     ) -> poem::Result<RegisterResponse> {
-        let input = body.0;
-        let registration = DeviceRegistration {
-            // Hex is case-insensitive; one spelling keeps one device per token.
-            token: input.token.to_ascii_lowercase(),
-            environment: input.environment.into(),
-            name: input.name,
-            channels: input.channels,
-        };
+        let registration = body.0.registration(&self.state.endpoint_policy).await?;
         let (device, created) = self
             .state
             .store
@@ -200,6 +390,25 @@ impl DevicesApi {
             DeviceList {
                 devices: devices.into_iter().map(Into::into).collect(),
             },
+            **request_id,
+        ))))
+    }
+
+    /// The Web Push key
+    ///
+    /// The VAPID public key a web page subscribes with. Needs no API key.
+    /// 404 when this server has no VAPID key (Web Push is not configured).
+    #[oai(path = "/v1/webpush/key", method = "get", operation_id = "getWebPushKey")]
+    async fn webpush_key(&self, request_id: Data<&RequestId>) -> poem::Result<WebPushKeyResponse> {
+        let public_key = self.state.config.vapid_public_key.clone().ok_or_else(|| {
+            ApiError::NotFound(
+                "Web Push is not configured on this server (no VAPID key: see \
+                 NOTIFIER_VAPID_PRIVATE_KEY)"
+                    .into(),
+            )
+        })?;
+        Ok(WebPushKeyResponse::Ok(Json(Success::new(
+            WebPushKey { public_key },
             **request_id,
         ))))
     }

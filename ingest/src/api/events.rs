@@ -166,6 +166,10 @@ pub struct DeliveryOut {
     pub attempts: u32,
     /// Why the last try failed.
     pub error: Nullable<String>,
+    /// Who answered the last try: `apns`, `webpush`, `fcm`, or `log` when
+    /// pushes of the device's kind are only logged (no credentials). Null
+    /// before an answer.
+    pub provider: Nullable<String>,
     pub updated_at: DateTime<Utc>,
 }
 
@@ -176,6 +180,7 @@ impl From<Delivery> for DeliveryOut {
             state: d.state.into(),
             attempts: d.attempts,
             error: Nullable(d.error),
+            provider: Nullable(d.provider),
             updated_at: d.updated_at,
         }
     }
