@@ -98,8 +98,10 @@ async fn world(script: Vec<Answer>) -> World {
         .upsert_device(
             &scope,
             &DeviceRegistration {
-                token: "ab".repeat(32),
-                environment: ApnsEnvironment::Sandbox,
+                target: common::store::PushTarget::Apns {
+                    token: "ab".repeat(32),
+                    environment: ApnsEnvironment::Sandbox,
+                },
                 name: None,
                 channels: None,
             },

@@ -27,3 +27,4 @@ mod scopes;
 mod store_contract;
 mod stream;
 mod validation;
+mod webpush;
