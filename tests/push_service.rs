@@ -25,7 +25,10 @@ use hyper::{Request, Response, body::Bytes, service::service_fn};
 use p256::{
     PublicKey, SecretKey,
     ecdsa::{Signature, VerifyingKey, signature::Verifier as _},
-    elliptic_curve::{rand_core::{OsRng, RngCore as _}, sec1::ToEncodedPoint as _},
+    elliptic_curve::{
+        rand_core::{OsRng, RngCore as _},
+        sec1::ToEncodedPoint as _,
+    },
 };
 use serde_json::{Value, json};
 use sha2::Sha256;
@@ -67,7 +70,9 @@ pub struct PushService {
 
 impl PushService {
     pub async fn start() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binds");
         let addr = listener.local_addr().expect("addr");
         let state = Arc::new(Mutex::new(State::default()));
         let shared = Arc::clone(&state);
@@ -114,7 +119,11 @@ impl PushService {
                 "auth": URL_SAFE_NO_PAD.encode(auth),
             },
         });
-        self.state.lock().expect("lock").browsers.insert(path, Browser { secret, auth });
+        self.state
+            .lock()
+            .expect("lock")
+            .browsers
+            .insert(path, Browser { secret, auth });
         subscription
     }
 
@@ -122,21 +131,35 @@ impl PushService {
     /// seconds); 201 once they run out.
     pub fn script(&self, endpoint: &str, answers: Vec<(u16, Option<u64>)>) {
         let path = endpoint.trim_start_matches(&self.origin()).to_owned();
-        self.state.lock().expect("lock").scripts.insert(path, answers.into());
+        self.state
+            .lock()
+            .expect("lock")
+            .scripts
+            .insert(path, answers.into());
     }
 
     /// Messages accepted (verified and decrypted) for `endpoint`.
     pub fn received(&self, endpoint: &str) -> Vec<Received> {
         let path = endpoint.trim_start_matches(&self.origin());
         let state = self.state.lock().expect("lock");
-        state.received.iter().filter(|r| r.path == path).cloned().collect()
+        state
+            .received
+            .iter()
+            .filter(|r| r.path == path)
+            .cloned()
+            .collect()
     }
 
     /// When each message to `endpoint` came, whatever it was answered.
     pub fn requests(&self, endpoint: &str) -> Vec<Instant> {
         let path = endpoint.trim_start_matches(&self.origin());
         let state = self.state.lock().expect("lock");
-        state.requests.iter().filter(|(p, _)| p == path).map(|(_, at)| *at).collect()
+        state
+            .requests
+            .iter()
+            .filter(|(p, _)| p == path)
+            .map(|(_, at)| *at)
+            .collect()
     }
 
     /// Messages that failed a check, with why.
@@ -172,7 +195,10 @@ async fn handle(
     let mut state = state.lock().expect("lock");
     state.requests.push((path.clone(), now));
     let checked = (|| -> Result<Value, String> {
-        let key = state.vapid_key.as_deref().ok_or("no VAPID key expected yet")?;
+        let key = state
+            .vapid_key
+            .as_deref()
+            .ok_or("no VAPID key expected yet")?;
         verify_vapid(authorization.as_deref(), key, &format!("http://{addr}"))?;
         if encoding.as_deref() != Some("aes128gcm") {
             return Err(format!("Content-Encoding {encoding:?}"));
@@ -236,7 +262,11 @@ fn verify_vapid(header: Option<&str>, key: &str, audience: &str) -> Result<(), S
     if k != key {
         return Err("k= is not the key ingest serves".into());
     }
-    let b64 = |s: &str| URL_SAFE_NO_PAD.decode(s).map_err(|_| format!("bad base64url {s:?}"));
+    let b64 = |s: &str| {
+        URL_SAFE_NO_PAD
+            .decode(s)
+            .map_err(|_| format!("bad base64url {s:?}"))
+    };
     let (signed, signature) = token.rsplit_once('.').ok_or("not a JWT")?;
     let (header_b64, claims_b64) = signed.split_once('.').ok_or("not a JWT")?;
     let jwt_header: Value = serde_json::from_slice(&b64(header_b64)?).map_err(|e| e.to_string())?;

@@ -192,9 +192,7 @@ const NON_PUBLIC_V4: &[([u8; 4], u32)] = &[
 ];
 
 fn is_public_v4(ip: Ipv4Addr) -> bool {
-    !NON_PUBLIC_V4
-        .iter()
-        .any(|(net, len)| in_v4(ip, *net, *len))
+    !NON_PUBLIC_V4.iter().any(|(net, len)| in_v4(ip, *net, *len))
 }
 
 fn in_v6(ip: Ipv6Addr, net: [u16; 8], len: u32) -> bool {
@@ -204,30 +202,29 @@ fn in_v6(ip: Ipv6Addr, net: [u16; 8], len: u32) -> bool {
 
 /// IPv6 blocks that are not globally reachable.
 const NON_PUBLIC_V6: &[([u16; 8], u32)] = &[
-    ([0, 0, 0, 0, 0, 0, 0, 0], 96),          // unspecified, loopback, IPv4-compatible
-    ([0x64, 0xff9b, 1, 0, 0, 0, 0, 0], 48),  // local-use NAT64
-    ([0x100, 0, 0, 0, 0, 0, 0, 0], 64),      // discard-only
-    ([0x2001, 0, 0, 0, 0, 0, 0, 0], 23),     // IETF protocol assignments (Teredo…)
+    ([0, 0, 0, 0, 0, 0, 0, 0], 96), // unspecified, loopback, IPv4-compatible
+    ([0x64, 0xff9b, 1, 0, 0, 0, 0, 0], 48), // local-use NAT64
+    ([0x100, 0, 0, 0, 0, 0, 0, 0], 64), // discard-only
+    ([0x2001, 0, 0, 0, 0, 0, 0, 0], 23), // IETF protocol assignments (Teredo…)
     ([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0], 32), // documentation
-    ([0x2002, 0, 0, 0, 0, 0, 0, 0], 16),     // 6to4
-    ([0x3fff, 0, 0, 0, 0, 0, 0, 0], 20),     // documentation
-    ([0xfc00, 0, 0, 0, 0, 0, 0, 0], 7),      // unique local
-    ([0xfe80, 0, 0, 0, 0, 0, 0, 0], 10),     // link-local
-    ([0xfec0, 0, 0, 0, 0, 0, 0, 0], 10),     // site-local (deprecated)
-    ([0xff00, 0, 0, 0, 0, 0, 0, 0], 8),      // multicast
+    ([0x2002, 0, 0, 0, 0, 0, 0, 0], 16), // 6to4
+    ([0x3fff, 0, 0, 0, 0, 0, 0, 0], 20), // documentation
+    ([0xfc00, 0, 0, 0, 0, 0, 0, 0], 7), // unique local
+    ([0xfe80, 0, 0, 0, 0, 0, 0, 0], 10), // link-local
+    ([0xfec0, 0, 0, 0, 0, 0, 0, 0], 10), // site-local (deprecated)
+    ([0xff00, 0, 0, 0, 0, 0, 0, 0], 8), // multicast
 ];
 
 fn is_public_v6(ip: Ipv6Addr) -> bool {
     // IPv4-mapped and NAT64 (well-known prefix) addresses reach the IPv4
     // address they carry: judge that one.
     let embedded = Ipv4Addr::from((u128::from(ip) & 0xffff_ffff) as u32);
-    if in_v6(ip, [0, 0, 0, 0, 0, 0xffff, 0, 0], 96) || in_v6(ip, [0x64, 0xff9b, 0, 0, 0, 0, 0, 0], 96)
+    if in_v6(ip, [0, 0, 0, 0, 0, 0xffff, 0, 0], 96)
+        || in_v6(ip, [0x64, 0xff9b, 0, 0, 0, 0, 0, 0], 96)
     {
         return is_public_v4(embedded);
     }
-    !NON_PUBLIC_V6
-        .iter()
-        .any(|(net, len)| in_v6(ip, *net, *len))
+    !NON_PUBLIC_V6.iter().any(|(net, len)| in_v6(ip, *net, *len))
 }
 
 #[cfg(test)]
@@ -350,8 +347,16 @@ mod tests {
 
     #[test]
     fn allowed_origins_must_be_bare_origins() {
-        assert_eq!(AllowedOrigins::parse("").expect("empty"), AllowedOrigins::default());
-        for bad in ["127.0.0.1:80", "http://h:1/path", "ftp://h:1", "http://u@h:1"] {
+        assert_eq!(
+            AllowedOrigins::parse("").expect("empty"),
+            AllowedOrigins::default()
+        );
+        for bad in [
+            "127.0.0.1:80",
+            "http://h:1/path",
+            "ftp://h:1",
+            "http://u@h:1",
+        ] {
             assert!(AllowedOrigins::parse(bad).is_err(), "{bad}");
         }
     }

@@ -150,7 +150,11 @@ impl Config {
     /// the notifier running in this process (its VAPID key's public half,
     /// its allow-list), so one set of `NOTIFIER_*` settings serves both.
     pub fn adopt_webpush(&mut self, public_key: Option<String>, allowed_endpoints: &str) {
-        if self.vapid_public_key.as_deref().is_none_or(|k| k.trim().is_empty()) {
+        if self
+            .vapid_public_key
+            .as_deref()
+            .is_none_or(|k| k.trim().is_empty())
+        {
             self.vapid_public_key = public_key;
         }
         if self.webpush_allowed_endpoints.trim().is_empty() {

@@ -95,6 +95,22 @@ impl SchemaValidators {
 }
 
 impl SchemaValidators {
+    /// The values an enum schema allows, through `$ref` and `allOf`.
+    fn tag_values(&self, schema: &Value) -> Vec<Value> {
+        if let Some(target) = schema.get("$ref").and_then(Value::as_str) {
+            return target
+                .strip_prefix('#')
+                .and_then(|p| self.root.pointer(p))
+                .map(|s| self.tag_values(s))
+                .unwrap_or_default();
+        }
+        let mut values: Vec<Value> = schema["enum"].as_array().cloned().unwrap_or_default();
+        for part in schema["allOf"].as_array().into_iter().flatten() {
+            values.extend(self.tag_values(part));
+        }
+        values
+    }
+
     /// The variant of a tagged `oneOf` schema that `value` names: the one
     /// whose single-valued `kind` equals the value's, or, when the value has
     /// no `kind`, the one that does not require it (the default). `None`
@@ -116,18 +132,18 @@ impl SchemaValidators {
         let mut tags = Vec::new();
         for name in &names {
             let variant = &self.root["components"]["schemas"][name];
-            let allowed = &variant["properties"][TAG]["enum"];
+            let allowed = self.tag_values(&variant["properties"][TAG]);
             let required = variant["required"]
                 .as_array()
                 .is_some_and(|r| r.iter().any(|p| p == TAG));
             let fits = match tag {
                 None => !required,
-                Some(tag) => allowed.as_array().is_some_and(|a| a.contains(tag)),
+                Some(tag) => allowed.contains(tag),
             };
             if fits {
                 return Ok(Some((*name).to_owned()));
             }
-            tags.extend(allowed.as_array().into_iter().flatten().filter_map(Value::as_str));
+            tags.extend(allowed.iter().filter_map(Value::as_str).map(str::to_owned));
         }
         if !value.is_object() {
             // The first variant says what an object of it needs.

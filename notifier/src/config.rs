@@ -149,7 +149,10 @@ impl Config {
             .vapid_private_key
             .as_ref()
             .filter(|k| !k.expose().trim().is_empty());
-        let subject = self.vapid_subject.as_deref().filter(|s| !s.trim().is_empty());
+        let subject = self
+            .vapid_subject
+            .as_deref()
+            .filter(|s| !s.trim().is_empty());
         match (key, subject) {
             (None, None) => Ok(None),
             (Some(_), None) => Err(ConfigError::invalid(
@@ -330,7 +333,10 @@ mod tests {
             assert_eq!(config.vapid_public_key().expect("key"), Some(public));
             jail.set_env("NOTIFIER_VAPID_PRIVATE_KEY", "bm90IGEga2V5");
             let err = Config::load(None).expect_err("bad key");
-            assert!(err.to_string().contains("NOTIFIER_VAPID_PRIVATE_KEY"), "{err}");
+            assert!(
+                err.to_string().contains("NOTIFIER_VAPID_PRIVATE_KEY"),
+                "{err}"
+            );
             assert!(!err.to_string().contains("bm90IGEga2V5"), "{err}");
             Ok(())
         });

@@ -17,7 +17,11 @@ const WAIT: Duration = Duration::from_secs(20);
 
 /// Ingest in embedded mode with a VAPID key and the push service's origin
 /// allowed; the push service expects the key ingest serves.
-async fn app_with(kind: StoreKind, service: &PushService, tune: impl FnOnce(&mut notifier::Config)) -> TestApp {
+async fn app_with(
+    kind: StoreKind,
+    service: &PushService,
+    tune: impl FnOnce(&mut notifier::Config),
+) -> TestApp {
     let (private, _) = notifier::push::webpush::vapid::VapidKey::generate();
     let mut notifier = test_notifier_config();
     notifier.vapid_private_key = Some(common::config::Secret::new(private));
@@ -72,17 +76,30 @@ async fn a_subscription_gets_the_event_once_signed_and_encrypted(kind: StoreKind
     let app = app_with(kind, &service, |_| {}).await;
     let (key, _) = app.new_key().await;
     let subscription = service.subscribe();
-    let endpoint = subscription["endpoint"].as_str().expect("endpoint").to_owned();
+    let endpoint = subscription["endpoint"]
+        .as_str()
+        .expect("endpoint")
+        .to_owned();
 
     let first = register(&app, &key, &subscription).await;
     assert_eq!(first.status, 201, "{}", first.body);
     assert_eq!(first.body["data"]["kind"], "webpush");
     assert_eq!(first.body["data"]["endpoint"], endpoint);
     let again = register(&app, &key, &subscription).await;
-    assert_eq!(again.status, 200, "the same subscription twice: {}", again.body);
+    assert_eq!(
+        again.status, 200,
+        "the same subscription twice: {}",
+        again.body
+    );
     assert_eq!(again.body["data"]["id"], first.body["data"]["id"]);
     let listed = Reply::of(app.get_as("/v1/devices", &key).await).await;
-    assert_eq!(listed.body["data"]["devices"].as_array().expect("devices").len(), 1);
+    assert_eq!(
+        listed.body["data"]["devices"]
+            .as_array()
+            .expect("devices")
+            .len(),
+        1
+    );
     assert_eq!(listed.body["data"]["devices"][0]["kind"], "webpush");
 
     let id = event(&app, &key).await;
@@ -113,7 +130,10 @@ async fn gone_subscriptions_are_deactivated_and_413_is_rejected(kind: StoreKind)
     let mut endpoints = Vec::new();
     for status in [410, 404, 413] {
         let subscription = service.subscribe();
-        let endpoint = subscription["endpoint"].as_str().expect("endpoint").to_owned();
+        let endpoint = subscription["endpoint"]
+            .as_str()
+            .expect("endpoint")
+            .to_owned();
         service.script(&endpoint, vec![(status, None)]);
         assert_eq!(register(&app, &key, &subscription).await.status, 201);
         endpoints.push(endpoint);
@@ -125,11 +145,23 @@ async fn gone_subscriptions_are_deactivated_and_413_is_rejected(kind: StoreKind)
         .as_array()
         .expect("devices")
         .iter()
-        .map(|d| (d["endpoint"].as_str().unwrap_or_default().to_owned(), d["active"] == true))
+        .map(|d| {
+            (
+                d["endpoint"].as_str().unwrap_or_default().to_owned(),
+                d["active"] == true,
+            )
+        })
         .collect();
     for (endpoint, expected) in endpoints.iter().zip([false, false, true]) {
-        assert!(active.contains(&(endpoint.clone(), expected)), "{endpoint}: {active:?}");
-        assert_eq!(service.requests(endpoint).len(), 1, "never retried: {endpoint}");
+        assert!(
+            active.contains(&(endpoint.clone(), expected)),
+            "{endpoint}: {active:?}"
+        );
+        assert_eq!(
+            service.requests(endpoint).len(),
+            1,
+            "never retried: {endpoint}"
+        );
     }
     assert!(service.faults().is_empty(), "{:?}", service.faults());
     app.stop().await;
@@ -140,7 +172,10 @@ async fn a_429_is_retried_no_sooner_than_retry_after(kind: StoreKind) {
     let app = app_with(kind, &service, |n| n.retry_max_ms = 5000).await;
     let (key, _) = app.new_key().await;
     let subscription = service.subscribe();
-    let endpoint = subscription["endpoint"].as_str().expect("endpoint").to_owned();
+    let endpoint = subscription["endpoint"]
+        .as_str()
+        .expect("endpoint")
+        .to_owned();
     service.script(&endpoint, vec![(429, Some(2))]);
     assert_eq!(register(&app, &key, &subscription).await.status, 201);
     let id = event(&app, &key).await;
@@ -179,9 +214,22 @@ async fn unsafe_endpoints_are_refused_at_registration(kind: StoreKind) {
             reply.body
         );
     }
-    let unknown = Reply::of(app.post("/v1/devices", &key, &json!({ "kind": "pager", "token": "x" })).await).await;
+    let unknown = Reply::of(
+        app.post(
+            "/v1/devices",
+            &key,
+            &json!({ "kind": "pager", "token": "x" }),
+        )
+        .await,
+    )
+    .await;
     unknown.assert_error_envelope(400);
-    assert_eq!(unknown.fault_paths(), vec![path(&["kind"])], "{}", unknown.body);
+    assert_eq!(
+        unknown.fault_paths(),
+        vec![path(&["kind"])],
+        "{}",
+        unknown.body
+    );
     let devices = Reply::of(app.get_as("/v1/devices", &key).await).await;
     assert_eq!(devices.body["data"]["devices"], json!([]));
     assert_eq!(service.connections(), 0);
@@ -194,7 +242,10 @@ async fn unsafe_endpoints_are_refused_at_registration(kind: StoreKind) {
 /// the service's origin is no longer allowed. Nothing connects.
 async fn endpoints_are_checked_again_at_send(kind: StoreKind) {
     let service = PushService::start().await;
-    let app = app_with(kind, &service, |n| n.webpush_allowed_endpoints = String::new()).await;
+    let app = app_with(kind, &service, |n| {
+        n.webpush_allowed_endpoints = String::new()
+    })
+    .await;
     let (key, scope) = app.new_key().await;
     let port = service.addr.port();
     for endpoint in [
@@ -205,7 +256,10 @@ async fn endpoints_are_checked_again_at_send(kind: StoreKind) {
         let registration = DeviceRegistration {
             target: PushTarget::WebPush(WebPushSubscription {
                 endpoint,
-                p256dh: subscription["keys"]["p256dh"].as_str().expect("p256dh").into(),
+                p256dh: subscription["keys"]["p256dh"]
+                    .as_str()
+                    .expect("p256dh")
+                    .into(),
                 auth: subscription["keys"]["auth"].as_str().expect("auth").into(),
             }),
             name: None,
@@ -218,7 +272,10 @@ async fn endpoints_are_checked_again_at_send(kind: StoreKind) {
     }
     let id = event(&app, &key).await;
     let event = settled(&app, &key, &id, "failed").await;
-    for delivery in event["notification"]["deliveries"].as_array().expect("deliveries") {
+    for delivery in event["notification"]["deliveries"]
+        .as_array()
+        .expect("deliveries")
+    {
         assert_eq!(delivery["state"], "failed", "{event}");
         assert_eq!(delivery["attempts"], 1, "refused, not retried: {event}");
         let error = delivery["error"].as_str().expect("error");
@@ -243,7 +300,10 @@ async fn fcm_devices_are_stored_listed_and_logged(kind: StoreKind) {
     let apns = json!({ "token": "ab".repeat(32), "environment": "sandbox" });
     let apns = Reply::of(app.post("/v1/devices", &key, &apns).await).await;
     assert_eq!(apns.status, 201, "{}", apns.body);
-    assert_eq!(apns.body["data"]["kind"], "apns", "apns is the default kind");
+    assert_eq!(
+        apns.body["data"]["kind"], "apns",
+        "apns is the default kind"
+    );
     let listed = Reply::of(app.get_as("/v1/devices", &key).await).await;
     let kinds: Vec<&Value> = listed.body["data"]["devices"]
         .as_array()
@@ -256,7 +316,10 @@ async fn fcm_devices_are_stored_listed_and_logged(kind: StoreKind) {
     // deliveries say so.
     let id = event(&app, &key).await;
     let event = settled(&app, &key, &id, "delivered").await;
-    for delivery in event["notification"]["deliveries"].as_array().expect("deliveries") {
+    for delivery in event["notification"]["deliveries"]
+        .as_array()
+        .expect("deliveries")
+    {
         assert_eq!(delivery["provider"], "log", "{event}");
     }
     app.stop().await;

@@ -240,7 +240,8 @@ impl std::fmt::Debug for WebPushSubscription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The endpoint is a capability URL and the keys decrypt the pushes:
         // none of them reaches a log line.
-        f.debug_struct("WebPushSubscription").finish_non_exhaustive()
+        f.debug_struct("WebPushSubscription")
+            .finish_non_exhaustive()
     }
 }
 

@@ -20,7 +20,9 @@ use super::{ApiTags, Success};
 use crate::{
     auth::AuthContext,
     error::{ApiError, FieldError},
-    request_id::RequestId, state::AppState, types::Nullable,
+    request_id::RequestId,
+    state::AppState,
+    types::Nullable,
     validation::ValidatedJson,
 };
 
@@ -223,7 +225,9 @@ impl From<Device> for DeviceOut {
     fn from(d: Device) -> Self {
         let kind = d.kind().into();
         let (token, environment, endpoint) = match d.target {
-            PushTarget::Apns { token, environment } => (Some(token), Some(environment.into()), None),
+            PushTarget::Apns { token, environment } => {
+                (Some(token), Some(environment.into()), None)
+            }
             PushTarget::WebPush(s) => (None, None, Some(s.endpoint)),
             PushTarget::Fcm { token } => (Some(token), None, None),
         };
@@ -398,7 +402,11 @@ impl DevicesApi {
     ///
     /// The VAPID public key a web page subscribes with. Needs no API key.
     /// 404 when this server has no VAPID key (Web Push is not configured).
-    #[oai(path = "/v1/webpush/key", method = "get", operation_id = "getWebPushKey")]
+    #[oai(
+        path = "/v1/webpush/key",
+        method = "get",
+        operation_id = "getWebPushKey"
+    )]
     async fn webpush_key(&self, request_id: Data<&RequestId>) -> poem::Result<WebPushKeyResponse> {
         let public_key = self.state.config.vapid_public_key.clone().ok_or_else(|| {
             ApiError::NotFound(

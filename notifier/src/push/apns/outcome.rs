@@ -63,9 +63,9 @@ fn classify_response(response: a2::Response) -> PushOutcome {
             | R::Shutdown
             | R::IdleTimeout,
         ) => PushOutcome::Retry {
-                reason: label,
-                after: None,
-            },
+            reason: label,
+            after: None,
+        },
         // Listed rather than `_` so a reason added to a2 has to be placed.
         Some(
             R::BadCollapseId

@@ -18,9 +18,8 @@ struct PublicOnly;
 impl Resolve for PublicOnly {
     fn resolve(&self, name: Name) -> Resolving {
         Box::pin(async move {
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((name.as_str(), 0))
-                .await?
-                .collect();
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
             only_public(&addrs)?;
             Ok(Box::new(addrs.into_iter()) as Addrs)
         })
@@ -66,7 +65,11 @@ impl GuardedClient {
         headers: reqwest::header::HeaderMap,
         body: Vec<u8>,
     ) -> Result<reqwest::Response, SendError> {
-        let (client, url) = match self.policy.check_url(endpoint).map_err(SendError::Refused)? {
+        let (client, url) = match self
+            .policy
+            .check_url(endpoint)
+            .map_err(SendError::Refused)?
+        {
             Checked::Allowed(url) => (&self.trusted, url),
             Checked::Public(url) => (&self.guarded, url),
         };

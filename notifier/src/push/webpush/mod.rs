@@ -37,7 +37,11 @@ impl WebPushProvider {
         Self { key, client }
     }
 
-    fn request(&self, sub: &WebPushSubscription, alert: &Alert) -> Result<(HeaderMap, Vec<u8>), String> {
+    fn request(
+        &self,
+        sub: &WebPushSubscription,
+        alert: &Alert,
+    ) -> Result<(HeaderMap, Vec<u8>), String> {
         let p256dh = URL_SAFE_NO_PAD
             .decode(sub.p256dh.trim_end_matches('='))
             .ok()
@@ -90,7 +94,10 @@ fn payload(alert: &Alert) -> Vec<u8> {
         .into_bytes();
         match body.as_mut() {
             Some(text) if json.len() > MAX_PLAINTEXT => {
-                let keep = text.chars().count().saturating_sub(json.len() - MAX_PLAINTEXT + 1);
+                let keep = text
+                    .chars()
+                    .count()
+                    .saturating_sub(json.len() - MAX_PLAINTEXT + 1);
                 *text = text.chars().take(keep).chain(['…']).collect();
                 if keep == 0 {
                     body = None;
@@ -111,12 +118,18 @@ fn topic(alert: &Alert) -> String {
 
 /// `Retry-After`: seconds, or an HTTP date.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    let value = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
     if let Ok(seconds) = value.parse::<u64>() {
         return Some(Duration::from_secs(seconds));
     }
     let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
-    (at.with_timezone(&chrono::Utc) - chrono::Utc::now()).to_std().ok()
+    (at.with_timezone(&chrono::Utc) - chrono::Utc::now())
+        .to_std()
+        .ok()
 }
 
 /// Classifies the push service's answer (RFC 8030 §5, §7).
@@ -199,16 +212,31 @@ mod tests {
     fn the_topic_is_at_most_32_base64url_characters() {
         let t = topic(&alert(None));
         assert_eq!(t.len(), 32);
-        assert!(t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+        assert!(
+            t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        );
     }
 
     #[test]
     fn answers_are_classified_as_rfc_8030_says() {
         let mut headers = HeaderMap::new();
-        assert!(matches!(classify(201, &headers), PushOutcome::Delivered { .. }));
-        assert!(matches!(classify(410, &headers), PushOutcome::DeviceGone { .. }));
-        assert!(matches!(classify(404, &headers), PushOutcome::DeviceGone { .. }));
-        assert!(matches!(classify(413, &headers), PushOutcome::Rejected { .. }));
+        assert!(matches!(
+            classify(201, &headers),
+            PushOutcome::Delivered { .. }
+        ));
+        assert!(matches!(
+            classify(410, &headers),
+            PushOutcome::DeviceGone { .. }
+        ));
+        assert!(matches!(
+            classify(404, &headers),
+            PushOutcome::DeviceGone { .. }
+        ));
+        assert!(matches!(
+            classify(413, &headers),
+            PushOutcome::Rejected { .. }
+        ));
         headers.insert("retry-after", HeaderValue::from_static("7"));
         assert_eq!(
             classify(429, &headers),
@@ -217,6 +245,9 @@ mod tests {
                 after: Some(Duration::from_secs(7)),
             }
         );
-        assert!(matches!(classify(503, &HeaderMap::new()), PushOutcome::Retry { after: None, .. }));
+        assert!(matches!(
+            classify(503, &HeaderMap::new()),
+            PushOutcome::Retry { after: None, .. }
+        ));
     }
 }
