@@ -94,13 +94,18 @@ fn payload(alert: &Alert) -> Vec<u8> {
         .into_bytes();
         match body.as_mut() {
             Some(text) if json.len() > MAX_PLAINTEXT => {
-                let keep = text
-                    .chars()
-                    .count()
-                    .saturating_sub(json.len() - MAX_PLAINTEXT + 1);
-                *text = text.chars().take(keep).chain(['…']).collect();
+                // Cut by bytes at a character boundary, leaving room for `…`
+                // (JSON escapes may cost more: the loop cuts again).
+                let excess = json.len() - MAX_PLAINTEXT + '…'.len_utf8();
+                let mut keep = text.len().saturating_sub(excess);
+                while !text.is_char_boundary(keep) {
+                    keep -= 1;
+                }
                 if keep == 0 {
                     body = None;
+                } else {
+                    text.truncate(keep);
+                    text.push('…');
                 }
             }
             _ => return json,
