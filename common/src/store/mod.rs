@@ -7,6 +7,7 @@ mod api_key;
 mod by_aggregate;
 mod deadline;
 mod describe;
+mod device;
 pub mod lease;
 mod model;
 pub mod mongo;
@@ -21,10 +22,11 @@ use uuid::Uuid;
 
 pub use self::api_key::{ApiKey, KeyScope};
 use self::deadline::Deadline;
+pub use self::device::{Device, DeviceKind, DeviceRegistration, PushTarget, WebPushSubscription};
 pub use self::model::{
-    ApnsEnvironment, Bucket, ChannelStats, Delivery, DeliveryClaim, DeliveryState, Device,
-    DeviceKind, DeviceRegistration, Event, EventFilter, EventPosition, IdempotencyBegin, Identity,
-    Inserted, NotificationState, Purged, PushTarget, Scope, StoredResponse, WebPushSubscription,
+    ApnsEnvironment, Bucket, ChannelStats, Delivery, DeliveryClaim, DeliveryState, Event,
+    EventFilter, EventPosition, IdempotencyBegin, Identity, Inserted, NotificationState, Purged,
+    Scope, StoredResponse,
 };
 
 /// Why a store call failed. Callers map `Unavailable` to 503 and everything

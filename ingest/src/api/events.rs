@@ -166,9 +166,8 @@ pub struct DeliveryOut {
     pub attempts: u32,
     /// Why the last try failed.
     pub error: Nullable<String>,
-    /// Who answered the last try: `apns`, `webpush`, `fcm`, or `log` when
-    /// pushes of the device's kind are only logged (no credentials). Null
-    /// before an answer.
+    /// Who answered the last try: `apns`, `webpush`, `fcm`, or `log` (pushes
+    /// of the device's kind only logged, no credentials); null before that.
     pub provider: Nullable<String>,
     pub updated_at: DateTime<Utc>,
 }
