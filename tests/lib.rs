@@ -14,6 +14,7 @@ pub mod openmetrics;
 pub mod pipeline;
 pub mod process;
 pub mod proxy;
+pub mod push_service;
 pub mod recording;
 
 use std::{
@@ -252,7 +253,17 @@ impl TestApp {
         embedded: Embedded,
         wrap: impl FnOnce(Arc<dyn Store>) -> Arc<dyn Store>,
     ) -> Self {
-        let TestConfig { config, dir } = test;
+        let TestConfig { mut config, dir } = test;
+        if config.backend.amqp().is_none() {
+            // As ingest's binary does in embedded mode (ingest/src/compose.rs).
+            config.adopt_webpush(
+                embedded
+                    .notifier
+                    .vapid_public_key()
+                    .expect("the notifier's VAPID key"),
+                &embedded.notifier.webpush_allowed_endpoints,
+            );
+        }
         let store = common::store::open(&config.backend.store(), config.backend.store_timeout())
             .await
             .expect("the store opens");

@@ -34,7 +34,7 @@ impl RecordingProvider {
     pub fn delivered_to(&self, token: &str) -> Vec<Push> {
         self.sent()
             .into_iter()
-            .filter(|(p, o)| p.device_token == token && matches!(o, PushOutcome::Delivered { .. }))
+            .filter(|(p, o)| p.address() == token && matches!(o, PushOutcome::Delivered { .. }))
             .map(|(p, _)| p)
             .collect()
     }
@@ -51,7 +51,7 @@ impl PushProvider for RecordingProvider {
             .scripts
             .lock()
             .expect("lock")
-            .get_mut(&push.device_token)
+            .get_mut(push.address())
             .and_then(VecDeque::pop_front);
         let outcome = scripted.unwrap_or(PushOutcome::Delivered {
             apns_id: Some(uuid::Uuid::new_v4().to_string()),

@@ -4,6 +4,7 @@
 //! interface with its MongoDB and SQLite implementations.
 
 pub mod config;
+pub mod endpoint;
 pub mod jobs;
 pub mod keys;
 pub mod metrics;

@@ -17,7 +17,7 @@ use ingest::{Application, Config};
 use notifier::metrics::NotifierMetrics;
 
 /// Runs the service until SIGTERM or Ctrl-C.
-pub async fn serve(config: Config) -> anyhow::Result<()> {
+pub async fn serve(mut config: Config) -> anyhow::Result<()> {
     let store = open_store(&config).await?;
     let mut registry = common::metrics::registry();
     let (producer, consumer) = queue::open(&config.backend.queue());
@@ -26,6 +26,11 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         None
     } else {
         let settings = notifier::Config::load(None)?;
+        config.adopt_webpush(
+            settings.vapid_public_key()?,
+            &settings.webpush_allowed_endpoints,
+        );
+        config.webpush_allowed()?;
         let provider = settings.push_provider()?;
         tracing::info!("embedded mode: notifications go through an in-process queue");
         Some(notifier::Worker::start(

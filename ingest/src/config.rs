@@ -48,6 +48,10 @@ pub struct Config {
     pub retention_days: Option<NonZeroU32>,
     pub retention_interval_seconds: NonZeroU64,
     pub retention_batch: NonZeroU32,
+    /// The VAPID public key served at `GET /v1/webpush/key`.
+    pub vapid_public_key: Option<String>,
+    /// Comma-separated origins exempt from the endpoint address checks.
+    pub webpush_allowed_endpoints: String,
     pub log_format: LogFormat,
 }
 
@@ -111,6 +115,7 @@ impl Config {
             ));
         }
         self.cors_origins()?;
+        self.webpush_allowed()?;
         if self.streams_per_key == 0 {
             return Err(ConfigError::invalid(
                 "INGEST_STREAMS_PER_KEY",
@@ -137,6 +142,28 @@ impl Config {
     }
 
     /// The origins whose pages may call the API from a browser.
+    /// The origins a Web Push subscription may name whatever their address.
+    pub fn webpush_allowed(&self) -> Result<common::endpoint::AllowedOrigins, ConfigError> {
+        common::endpoint::AllowedOrigins::parse(&self.webpush_allowed_endpoints)
+            .map_err(|e| ConfigError::invalid("INGEST_WEBPUSH_ALLOWED_ENDPOINTS", e))
+    }
+
+    /// Embedded mode: the Web Push settings ingest leaves unset come from
+    /// the notifier running in this process (its VAPID key's public half,
+    /// its allow-list), so one set of `NOTIFIER_*` settings serves both.
+    pub fn adopt_webpush(&mut self, public_key: Option<String>, allowed_endpoints: &str) {
+        if self
+            .vapid_public_key
+            .as_deref()
+            .is_none_or(|k| k.trim().is_empty())
+        {
+            self.vapid_public_key = public_key;
+        }
+        if self.webpush_allowed_endpoints.trim().is_empty() {
+            self.webpush_allowed_endpoints = allowed_endpoints.to_owned();
+        }
+    }
+
     pub(crate) fn cors_origins(&self) -> Result<crate::cors::Origins, ConfigError> {
         crate::cors::Origins::parse(&self.cors_origins)
             .map_err(|problem| ConfigError::invalid("INGEST_CORS_ORIGINS", problem))

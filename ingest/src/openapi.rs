@@ -162,13 +162,54 @@ fn add_error_schema(doc: &mut Value) {
 /// Request bodies reject unknown fields (a typo'd field name is an error, not
 /// silently dropped data). poem-openapi does not publish its
 /// `deny_unknown_fields`, so the schemas used as request bodies are closed here.
+/// A union (`oneOf`, the device body by kind) is closed in each variant,
+/// not itself (closed, it would admit no property at all), and the objects
+/// a body holds by reference (a Web Push subscription and its keys) are
+/// closed as well.
 fn close_request_bodies(doc: &mut Value) {
-    for name in request_body_schemas(doc) {
-        if let Some(schema) = doc
-            .pointer_mut(&format!("/components/schemas/{name}"))
-            .and_then(Value::as_object_mut)
-        {
-            schema.insert("additionalProperties".into(), Value::Bool(false));
+    let mut names = request_body_schemas(doc);
+    let mut closed = std::collections::HashSet::new();
+    while let Some(name) = names.pop() {
+        if !closed.insert(name.clone()) {
+            continue;
+        }
+        let pointer = format!("/components/schemas/{name}");
+        let Some(schema) = doc.pointer(&pointer) else {
+            continue;
+        };
+        let referenced = |v: &Value| {
+            v.get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.rsplit('/').next())
+                .map(str::to_owned)
+        };
+        let is_union = schema.get("oneOf").is_some();
+        names.extend(
+            schema["oneOf"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(referenced),
+        );
+        names.extend(
+            schema["properties"]
+                .as_object()
+                .into_iter()
+                .flat_map(|p| p.values())
+                .filter_map(referenced)
+                .filter(|n| {
+                    doc.pointer(&format!("/components/schemas/{n}/properties"))
+                        .is_some()
+                }),
+        );
+        if let Some(schema) = doc.pointer_mut(&pointer).and_then(Value::as_object_mut) {
+            if is_union {
+                schema.remove("additionalProperties");
+                // Each variant says its type.
+                schema.remove("type");
+            } else {
+                schema.insert("additionalProperties".into(), Value::Bool(false));
+            }
         }
     }
 }

@@ -31,8 +31,15 @@ fn under(path: &str, prefix: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
+/// The API routes that need no key: what a web page needs before it has one
+/// (the VAPID public key it subscribes with is public by design).
+const KEYLESS: &[&str] = &["/v1/webpush/key"];
+
 /// What `path` asks for.
 pub fn access(path: &str) -> Access {
+    if KEYLESS.contains(&path) {
+        return Access::Anonymous;
+    }
     if under(path, API_PREFIX) {
         Access::ApiKey
     } else if under(path, ADMIN_PREFIX) {

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use common::store::Store;
+use common::{endpoint::EndpointPolicy, store::Store};
 
 use crate::{
     api::stream::StreamSlots, config::Config, last_used::LastUsed, metrics::IngestMetrics,
@@ -11,6 +11,8 @@ use crate::{
 
 pub struct AppState {
     pub config: Config,
+    /// Which Web Push endpoints a registration may name.
+    pub endpoint_policy: EndpointPolicy,
     pub store: Arc<dyn Store>,
     pub rate_limits: RateLimits,
     pub outbox: Arc<Outbox>,
@@ -38,8 +40,11 @@ impl AppState {
         .with_admin_failures(config.admin_auth_failures_per_minute.get());
         let tail = Tail::new(Arc::clone(&store), config.stream_lookback());
         let streams = StreamSlots::new(config.streams_per_key, metrics.open_streams.clone());
+        // Checked when the settings loaded.
+        let endpoint_policy = EndpointPolicy::new(config.webpush_allowed().unwrap_or_default());
         Self {
             config,
+            endpoint_policy,
             store,
             rate_limits,
             outbox,

@@ -66,7 +66,12 @@ impl SchemaValidators {
     }
 
     /// Every fault of `value` against the named schema, in document order.
+    /// A `oneOf` of variants told apart by a tag (`kind`) is checked against
+    /// the variant the value's tag names, so its faults read as that
+    /// variant's do (a oneOf's own verdict, "matches none", helps no one).
     pub fn check(&self, schema: &str, value: &Value) -> Result<(), Vec<FieldError>> {
+        let variant = self.variant_of(schema, value)?;
+        let schema = variant.as_deref().unwrap_or(schema);
         let Some(validator) = self.by_schema.get(schema) else {
             // A body type without a published schema is a programming error;
             // refusing it is safer than accepting it unchecked.
@@ -86,6 +91,68 @@ impl SchemaValidators {
         } else {
             Err(faults)
         }
+    }
+}
+
+impl SchemaValidators {
+    /// The values an enum schema allows, through `$ref` and `allOf`.
+    fn tag_values(&self, schema: &Value) -> Vec<Value> {
+        if let Some(target) = schema.get("$ref").and_then(Value::as_str) {
+            return target
+                .strip_prefix('#')
+                .and_then(|p| self.root.pointer(p))
+                .map(|s| self.tag_values(s))
+                .unwrap_or_default();
+        }
+        let mut values: Vec<Value> = schema["enum"].as_array().cloned().unwrap_or_default();
+        for part in schema["allOf"].as_array().into_iter().flatten() {
+            values.extend(self.tag_values(part));
+        }
+        values
+    }
+
+    /// The variant of a tagged `oneOf` schema that `value` names: the one
+    /// whose single-valued `kind` equals the value's, or, when the value has
+    /// no `kind`, the one that does not require it (the default). `None`
+    /// for a schema that is not such a union.
+    fn variant_of(&self, schema: &str, value: &Value) -> Result<Option<String>, Vec<FieldError>> {
+        const TAG: &str = "kind";
+        let Some(variants) = self
+            .root
+            .pointer(&format!("/components/schemas/{schema}/oneOf"))
+            .and_then(Value::as_array)
+        else {
+            return Ok(None);
+        };
+        let names: Vec<&str> = variants
+            .iter()
+            .filter_map(|v| v.get("$ref")?.as_str()?.rsplit('/').next())
+            .collect();
+        let tag = value.get(TAG);
+        let mut tags = Vec::new();
+        for name in &names {
+            let variant = &self.root["components"]["schemas"][name];
+            let allowed = self.tag_values(&variant["properties"][TAG]);
+            let required = variant["required"]
+                .as_array()
+                .is_some_and(|r| r.iter().any(|p| p == TAG));
+            let fits = match tag {
+                None => !required,
+                Some(tag) => allowed.contains(tag),
+            };
+            if fits {
+                return Ok(Some((*name).to_owned()));
+            }
+            tags.extend(allowed.iter().filter_map(Value::as_str).map(str::to_owned));
+        }
+        if !value.is_object() {
+            // The first variant says what an object of it needs.
+            return Ok(names.first().map(|n| (*n).to_owned()));
+        }
+        Err(vec![FieldError::new(
+            vec![TAG.to_owned()],
+            format!("must be one of: {}", tags.join(", ")),
+        )])
     }
 }
 

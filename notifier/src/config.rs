@@ -11,16 +11,18 @@ use std::{
 };
 
 use common::{
-    config::{Backend, ConfigError, ServiceSettings, Sources, load, service_defaults},
+    config::{Backend, ConfigError, Secret, ServiceSettings, Sources, load, service_defaults},
+    endpoint::{AllowedOrigins, EndpointPolicy},
     queue::{ConsumeSettings, RetryPolicy},
     telemetry::LogFormat,
 };
 use serde::Deserialize;
 
 use crate::push::{
-    PushProvider,
+    PushProvider, Router,
     apns::{ApnsConfig, ApnsProvider},
     logging::LoggingProvider,
+    webpush::{WebPushProvider, client::GuardedClient, vapid::VapidKey},
 };
 
 const DEFAULTS: &str = include_str!("../config.default.toml");
@@ -44,6 +46,14 @@ pub struct Config {
     pub apns_key_id: Option<String>,
     pub apns_team_id: Option<String>,
     pub apns_topic: Option<String>,
+    /// Base64url raw P-256 private key signing Web Push (VAPID).
+    pub vapid_private_key: Option<Secret>,
+    /// The VAPID contact: a `mailto:` or `https:` URL.
+    pub vapid_subject: Option<String>,
+    /// Comma-separated origins exempt from the endpoint address checks.
+    pub webpush_allowed_endpoints: String,
+    /// How long a push service has to answer one Web Push request.
+    pub webpush_timeout_ms: NonZeroU64,
     pub log_format: LogFormat,
 }
 
@@ -127,7 +137,56 @@ impl Config {
             ));
         }
         self.apns()?;
+        self.vapid()?;
+        self.webpush_allowed()?;
         Ok(())
+    }
+
+    /// The VAPID key and subject: both, or neither (Web Push is then only
+    /// logged).
+    fn vapid(&self) -> Result<Option<VapidKey>, ConfigError> {
+        let key = self
+            .vapid_private_key
+            .as_ref()
+            .filter(|k| !k.expose().trim().is_empty());
+        let subject = self
+            .vapid_subject
+            .as_deref()
+            .filter(|s| !s.trim().is_empty());
+        match (key, subject) {
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(ConfigError::invalid(
+                "NOTIFIER_VAPID_SUBJECT",
+                "is required with NOTIFIER_VAPID_PRIVATE_KEY (mailto:you@example.com)",
+            )),
+            (None, Some(_)) => Err(ConfigError::invalid(
+                "NOTIFIER_VAPID_PRIVATE_KEY",
+                "is required with NOTIFIER_VAPID_SUBJECT (`notifier vapid generate` makes one)",
+            )),
+            (Some(key), Some(subject)) => {
+                if !(subject.starts_with("mailto:") || subject.starts_with("https:")) {
+                    return Err(ConfigError::invalid(
+                        "NOTIFIER_VAPID_SUBJECT",
+                        "must be a mailto: or https: URL",
+                    ));
+                }
+                VapidKey::parse(key.expose(), subject)
+                    .map(Some)
+                    .map_err(|e| ConfigError::invalid("NOTIFIER_VAPID_PRIVATE_KEY", e))
+            }
+        }
+    }
+
+    /// The origins exempt from the endpoint checks.
+    pub fn webpush_allowed(&self) -> Result<AllowedOrigins, ConfigError> {
+        AllowedOrigins::parse(&self.webpush_allowed_endpoints)
+            .map_err(|e| ConfigError::invalid("NOTIFIER_WEBPUSH_ALLOWED_ENDPOINTS", e))
+    }
+
+    /// The VAPID public key browsers subscribe with (base64url), when Web
+    /// Push is configured: what ingest serves in embedded mode.
+    pub fn vapid_public_key(&self) -> Result<Option<String>, ConfigError> {
+        Ok(self.vapid()?.map(|key| key.public_key()))
     }
 
     pub fn retry(&self) -> RetryPolicy {
@@ -187,9 +246,34 @@ impl Config {
         }
     }
 
-    /// APNs when configured, otherwise the logging provider (and a warning
-    /// saying so).
+    /// One provider per device kind ([`Router`]): APNs and Web Push when
+    /// configured, otherwise the logging provider (and a warning saying so);
+    /// FCM is logged until its provider exists.
     pub fn push_provider(&self) -> anyhow::Result<Arc<dyn PushProvider>> {
+        Ok(Arc::new(Router {
+            apns: self.apns_provider()?,
+            webpush: self.webpush_provider()?,
+            fcm: Arc::new(LoggingProvider),
+        }))
+    }
+
+    fn webpush_provider(&self) -> anyhow::Result<Arc<dyn PushProvider>> {
+        let Some(key) = self.vapid()? else {
+            tracing::warn!(
+                "no VAPID key (NOTIFIER_VAPID_PRIVATE_KEY, NOTIFIER_VAPID_SUBJECT): \
+                 Web Push messages are logged, not sent"
+            );
+            return Ok(Arc::new(LoggingProvider));
+        };
+        tracing::info!(publicKey = %key.public_key(), "Web Push messages are sent, signed with this VAPID key");
+        let client = GuardedClient::new(
+            EndpointPolicy::new(self.webpush_allowed()?),
+            Duration::from_millis(self.webpush_timeout_ms.get()),
+        )?;
+        Ok(Arc::new(WebPushProvider::new(key, client)))
+    }
+
+    fn apns_provider(&self) -> anyhow::Result<Arc<dyn PushProvider>> {
         match self.apns()? {
             Some((path, key_id, team_id, topic)) => {
                 let key_pem = std::fs::read_to_string(&path).map_err(|e| {
@@ -231,8 +315,29 @@ mod tests {
                 jail.set_env(var, "");
             }
             let config = Config::load(None).expect("blank APNs settings load");
-            let provider = config.push_provider().expect("a provider");
+            let provider = config.apns_provider().expect("a provider");
             assert_eq!(provider.name(), "log");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn a_vapid_key_needs_its_subject_and_a_valid_key() {
+        figment::Jail::expect_with(|jail| {
+            let (private, public) = VapidKey::generate();
+            jail.set_env("NOTIFIER_VAPID_PRIVATE_KEY", &private);
+            let err = Config::load(None).expect_err("no subject");
+            assert!(err.to_string().contains("NOTIFIER_VAPID_SUBJECT"), "{err}");
+            jail.set_env("NOTIFIER_VAPID_SUBJECT", "mailto:ops@example.com");
+            let config = Config::load(None).expect("loads");
+            assert_eq!(config.vapid_public_key().expect("key"), Some(public));
+            jail.set_env("NOTIFIER_VAPID_PRIVATE_KEY", "bm90IGEga2V5");
+            let err = Config::load(None).expect_err("bad key");
+            assert!(
+                err.to_string().contains("NOTIFIER_VAPID_PRIVATE_KEY"),
+                "{err}"
+            );
+            assert!(!err.to_string().contains("bm90IGEga2V5"), "{err}");
             Ok(())
         });
     }

@@ -77,8 +77,9 @@ pub struct Deliverer {
 enum Sent {
     /// Nothing more to do for it.
     Final,
-    /// Failed transiently: try again after the job's retry delay.
-    Retry(uuid::Uuid),
+    /// Failed transiently: try again after this delay (the job's backoff,
+    /// or longer when the push service asked for it).
+    Retry(uuid::Uuid, Duration),
     /// Not ours to send now (another worker's live lease, or a retry not
     /// due yet): look again at this instant.
     Wait(uuid::Uuid, DateTime<Utc>),
@@ -122,11 +123,15 @@ impl Deliverer {
             .collect()
             .await;
         let (mut retry, mut wait, mut wait_until) = (Vec::new(), Vec::new(), None);
+        let mut retry_delay = retry_delay;
         let mut gave_up = false;
         for result in results {
             match result? {
                 Sent::Final => {}
-                Sent::Retry(device) => retry.push(device),
+                Sent::Retry(device, delay) => {
+                    retry.push(device);
+                    retry_delay = retry_delay.max(delay);
+                }
                 Sent::Wait(device, until) => {
                     wait.push(device);
                     wait_until = wait_until.max(Some(until));
@@ -215,8 +220,7 @@ impl Deliverer {
         };
         let push = Push {
             device_id: device.id,
-            device_token: device.token.clone(),
-            environment: device.environment,
+            target: device.target.clone(),
             alert: Alert {
                 title: event.title.clone(),
                 body: event.description.clone(),
@@ -225,13 +229,12 @@ impl Deliverer {
                 event_id: event.id,
             },
         };
+        let provider = self.provider.provider_for(&push);
         let started = std::time::Instant::now();
         let outcome = self.send_within_lease(&push).await;
         self.metrics
             .push_duration
-            .get_or_create(&ProviderLabels {
-                provider: self.provider.name(),
-            })
+            .get_or_create(&ProviderLabels { provider })
             .observe(started.elapsed().as_secs_f64());
         let now = self.clock.now();
         let mut record = Delivery {
@@ -241,6 +244,7 @@ impl Deliverer {
             attempts: attempt,
             error: None,
             apns_id: None,
+            provider: Some(provider.to_owned()),
             lease_until: None,
             updated_at: now,
         };
@@ -270,12 +274,17 @@ impl Deliverer {
                 record.error = Some(reason);
                 Sent::Final
             }
-            PushOutcome::Retry { reason, .. } if can_retry => {
+            PushOutcome::Retry { reason, after } if can_retry => {
+                // Never sooner than the push service asked, never later than
+                // the longest delay the retry settings allow.
+                let delay = after.map_or(retry_delay, |after| {
+                    retry_delay.max(after.min(self.retry.max))
+                });
                 record.state = DeliveryState::Retrying;
                 record.error = Some(reason);
                 record.lease_until =
-                    Some(now + chrono::Duration::from_std(retry_delay).unwrap_or_default());
-                Sent::Retry(device.id)
+                    Some(now + chrono::Duration::from_std(delay).unwrap_or_default());
+                Sent::Retry(device.id, delay)
             }
             PushOutcome::Retry { reason, .. } => {
                 record.error = Some(format!("gave up after {attempt} attempts: {reason}"));
@@ -284,7 +293,7 @@ impl Deliverer {
         };
         tracing::info!(
             deviceId = %device.id,
-            provider = self.provider.name(),
+            provider,
             // The job's span already has `attempt` (the job's retry count).
             deliveryAttempt = attempt,
             state = record.state.as_str(),
@@ -313,6 +322,7 @@ impl Deliverer {
             Ok(outcome) => outcome,
             Err(_) => PushOutcome::Retry {
                 reason: format!("no answer within {} ms", limit.as_millis()),
+                after: None,
             },
         }
     }

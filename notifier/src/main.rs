@@ -27,11 +27,34 @@ enum Command {
     /// Ask the running notifier's /readyz; exit 0 when it is ready (for
     /// container health checks: the image has no curl).
     Healthcheck,
+    /// VAPID keys for Web Push.
+    Vapid {
+        #[command(subcommand)]
+        command: VapidCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum VapidCommand {
+    /// Print a new VAPID key pair, as the settings that take it.
+    Generate,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Vapid {
+        command: VapidCommand::Generate,
+    }) = cli.command
+    {
+        // Needs no settings: it only makes a key.
+        let (private, public) = notifier::push::webpush::vapid::VapidKey::generate();
+        println!("NOTIFIER_VAPID_PRIVATE_KEY={private}");
+        println!("# The public key: browsers subscribe with it; ingest serves it (a separate");
+        println!("# ingest reads it from INGEST_VAPID_PUBLIC_KEY, embedded mode derives it).");
+        println!("INGEST_VAPID_PUBLIC_KEY={public}");
+        return ExitCode::SUCCESS;
+    }
     let config = match Config::load(cli.config.as_deref()) {
         Ok(config) => config,
         Err(e) => {

@@ -98,8 +98,10 @@ async fn world(script: Vec<Answer>) -> World {
         .upsert_device(
             &scope,
             &DeviceRegistration {
-                token: "ab".repeat(32),
-                environment: ApnsEnvironment::Sandbox,
+                target: common::store::PushTarget::Apns {
+                    token: "ab".repeat(32),
+                    environment: ApnsEnvironment::Sandbox,
+                },
                 name: None,
                 channels: None,
             },
@@ -297,6 +299,7 @@ async fn a_device_removed_while_its_delivery_waits_does_not_keep_the_event_open(
 async fn a_transient_failure_is_retried_no_sooner_than_its_backoff() {
     let retry = PushOutcome::Retry {
         reason: "503".into(),
+        after: None,
     };
     let w = world(vec![Answer::Now(retry)]).await;
     w.publish().await;
@@ -332,6 +335,7 @@ async fn a_push_that_never_answers_is_cut_off_at_half_the_lease_and_retried() {
 async fn a_delivery_that_keeps_failing_is_given_up_after_the_last_retry() {
     let retry = Answer::Now(PushOutcome::Retry {
         reason: "503".into(),
+        after: None,
     });
     let w = world(vec![retry; 10]).await;
     w.publish().await;

@@ -29,3 +29,4 @@ mod scopes;
 mod store_contract;
 mod stream;
 mod validation;
+mod webpush;

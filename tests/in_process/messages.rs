@@ -177,7 +177,7 @@ async fn a_typo_in_a_field_name_names_the_field_meant(kind: StoreKind) {
     assert_eq!(
         messages_at(&reply, &["colour"]),
         vec![
-            "unknown field `colour`; the fields are `token`, `environment`, `name`, `channels`"
+            "unknown field `colour`; the fields are `kind`, `token`, `environment`, `name`, `channels`"
                 .to_owned()
         ]
     );

@@ -149,6 +149,7 @@ async fn the_notifier_counts_jobs_pushes_retries_and_dead_letters() {
     let (flaky, broken) = (token(1), token(2));
     let transient = || PushOutcome::Retry {
         reason: "503 ServiceUnavailable".into(),
+        after: None,
     };
     pipeline.provider.script(&flaky, vec![transient()]);
     pipeline

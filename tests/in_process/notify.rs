@@ -28,7 +28,7 @@ async fn every_active_device_gets_one_push_and_channel_filters_hold(pipeline: Pi
     let sent = pipeline.provider.sent();
     assert_eq!(sent.len(), 2, "exactly two pushes: {sent:?}");
     for (push, _) in &sent {
-        assert!(push.device_token == a || push.device_token == b);
+        assert!(push.address() == a || push.address() == b);
         assert_eq!(push.alert.title, "Payment received");
         assert_eq!(push.alert.body.as_deref(), Some("details"));
         assert_eq!(push.alert.icon.as_deref(), Some("🔔"));
@@ -97,7 +97,7 @@ async fn a_dead_token_deactivates_its_device(pipeline: Pipeline) {
         .provider
         .sent()
         .into_iter()
-        .filter(|(p, _)| p.device_token == dead)
+        .filter(|(p, _)| p.address() == dead)
         .count();
     assert_eq!(to_dead, 1, "nothing more is sent to a dead token");
     assert_eq!(pipeline.provider.delivered_to(&alive).len(), 2);
@@ -109,6 +109,7 @@ async fn transient_failures_are_retried_after_backoff_and_delivered_once(pipelin
     pipeline.register(&flaky, None).await;
     let unavailable = || PushOutcome::Retry {
         reason: "503 ServiceUnavailable".into(),
+        after: None,
     };
     pipeline
         .provider
@@ -134,6 +135,7 @@ async fn giving_up_after_the_last_retry_marks_the_delivery_failed(pipeline: Pipe
     pipeline.register(&broken, None).await;
     let unavailable = || PushOutcome::Retry {
         reason: "500 InternalServerError".into(),
+        after: None,
     };
     pipeline.provider.script(
         &broken,

@@ -442,8 +442,10 @@ async fn retention_removes_old_settled_events_and_their_deliveries(kind: StoreKi
         .upsert_device(
             &scope,
             &common::store::DeviceRegistration {
-                token: "ab".repeat(32),
-                environment: common::store::ApnsEnvironment::Sandbox,
+                target: common::store::PushTarget::Apns {
+                    token: "ab".repeat(32),
+                    environment: common::store::ApnsEnvironment::Sandbox,
+                },
                 name: None,
                 channels: None,
             },

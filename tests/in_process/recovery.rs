@@ -32,8 +32,10 @@ async fn register(store: &dyn Store, scope: &Scope, n: u8) -> Uuid {
         .upsert_device(
             scope,
             &DeviceRegistration {
-                token: token(n),
-                environment: ApnsEnvironment::Sandbox,
+                target: common::store::PushTarget::Apns {
+                    token: token(n),
+                    environment: ApnsEnvironment::Sandbox,
+                },
                 name: None,
                 channels: None,
             },

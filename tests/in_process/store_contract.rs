@@ -416,6 +416,7 @@ async fn deliveries_are_claimed_as_leases_fenced_and_given_up(kind: StoreKind) {
         attempts: 1,
         error: None,
         apns_id: None,
+        provider: Some("apns".into()),
         lease_until: None,
         updated_at: later,
     };

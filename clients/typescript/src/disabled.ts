@@ -56,10 +56,15 @@ export function offlineIdentity(params: IdentifyParams, now: Date = new Date()):
 /** The device `devices.register` would have created. */
 export function offlineDevice(params: DeviceRegisterParams, now: Date = new Date()): Device {
   const at = now.toISOString();
+  const target =
+    params.kind === "webpush"
+      ? { kind: "webpush" as const, token: null, environment: null, endpoint: params.subscription.endpoint }
+      : params.kind === "fcm"
+        ? { kind: "fcm" as const, token: params.token, environment: null, endpoint: null }
+        : { kind: "apns" as const, token: params.token, environment: params.environment, endpoint: null };
   return {
     id: randomUuid(),
-    token: params.token,
-    environment: params.environment,
+    ...target,
     name: params.name ?? null,
     channels: params.channels ?? null,
     active: true,

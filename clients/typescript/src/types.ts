@@ -95,18 +95,27 @@ export interface Notification extends NotificationOutSchema {
 /** Which APNs environment a device token belongs to (schema `Environment`). */
 export type DeviceEnvironment = Schemas["Environment"];
 
-type DeviceInSchema = Schemas["DeviceIn"];
+/** Which push service reaches a device (schema `DeviceKindOut`). */
+export type DeviceKind = Schemas["DeviceKindOut"];
 
-/** Body of `POST /v1/devices` (schema `DeviceIn`). */
-export interface DeviceRegisterParams extends DeviceInSchema {
-  environment: DeviceEnvironment;
-}
+/** An APNs device token to register (schema `ApnsDeviceIn`; `kind` defaults to `apns`). */
+export type ApnsDeviceRegisterParams = Schemas["ApnsDeviceIn"];
+
+/** A browser's Web Push subscription to register, as `PushSubscription.toJSON()` gives it (schema `WebPushDeviceIn`). */
+export type WebPushDeviceRegisterParams = Schemas["WebPushDeviceIn"];
+
+/** An FCM registration token to register (schema `FcmDeviceIn`). */
+export type FcmDeviceRegisterParams = Schemas["FcmDeviceIn"];
+
+/** Body of `POST /v1/devices`, one of the kinds (schema `DeviceIn`). */
+export type DeviceRegisterParams = Schemas["DeviceIn"];
 
 type DeviceOutSchema = Schemas["DeviceOut"];
 
 /** A device registered to receive push notifications (schema `DeviceOut`). */
 export interface Device extends DeviceOutSchema {
-  environment: DeviceEnvironment;
+  kind: DeviceKind;
+  environment: DeviceEnvironment | null;
 }
 
 type DeviceListSchema = Schemas["DeviceList"];

@@ -8,6 +8,7 @@ mod api_key;
 mod by_aggregate;
 mod deadline;
 mod describe;
+mod device;
 pub mod layer;
 pub mod lease;
 mod model;
@@ -25,10 +26,11 @@ use uuid::Uuid;
 pub use self::admin::{Actor, Admin, AuditEntry, AuditTarget};
 pub use self::api_key::{ApiKey, KeyScope};
 use self::deadline::Deadline;
+pub use self::device::{Device, DeviceKind, DeviceRegistration, PushTarget, WebPushSubscription};
 pub use self::model::{
-    ApnsEnvironment, Bucket, ChannelStats, Delivery, DeliveryClaim, DeliveryState, Device,
-    DeviceRegistration, Event, EventFilter, EventPosition, IdempotencyBegin, Identity, Inserted,
-    NotificationState, Purged, Scope, StoredResponse,
+    ApnsEnvironment, Bucket, ChannelStats, Delivery, DeliveryClaim, DeliveryState, Event,
+    EventFilter, EventPosition, IdempotencyBegin, Identity, Inserted, NotificationState, Purged,
+    Scope, StoredResponse,
 };
 pub use self::tenancy::{NameTaken, Organization, Project};
 

@@ -197,44 +197,6 @@ impl ApnsEnvironment {
     }
 }
 
-/// A phone connected to a project, to which alerts are pushed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Device {
-    pub id: Uuid,
-    pub scope: Scope,
-    /// The APNs device token (hex).
-    pub token: String,
-    pub environment: ApnsEnvironment,
-    pub name: Option<String>,
-    /// Only events of these channels are pushed; `None` means every channel.
-    pub channels: Option<Vec<String>>,
-    /// False once APNs said the token is dead; re-registering revives it.
-    pub active: bool,
-    pub deactivated_reason: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-impl Device {
-    /// Whether an event of `channel` is for this device.
-    pub fn wants(&self, channel: &str) -> bool {
-        self.active
-            && self
-                .channels
-                .as_ref()
-                .is_none_or(|channels| channels.iter().any(|c| c == channel))
-    }
-}
-
-/// What a device registration asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeviceRegistration {
-    pub token: String,
-    pub environment: ApnsEnvironment,
-    pub name: Option<String>,
-    pub channels: Option<Vec<String>>,
-}
-
 /// Where the push of one event to one device stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DeliveryState {
@@ -280,6 +242,10 @@ pub struct Delivery {
     pub attempts: u32,
     pub error: Option<String>,
     pub apns_id: Option<String>,
+    /// Which provider the outcome came from (`apns`, `webpush`, `fcm`, or
+    /// `log` when pushes are only logged); `None` until an outcome is
+    /// recorded, and for deliveries recorded before providers were.
+    pub provider: Option<String>,
     /// `sending`: when the claim's lease runs out (its worker is presumed
     /// dead after that); `retrying`: when the next try may start. `None`
     /// once final.

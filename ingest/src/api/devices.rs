@@ -1,16 +1,15 @@
 //! `POST /v1/devices`, `GET /v1/devices`, `DELETE /v1/devices/{id}`: the
-//! phones a project pushes alerts to.
+//! phones and browsers a project pushes alerts to.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use common::store::{ApnsEnvironment, Device, DeviceRegistration};
+use common::store::{ApnsEnvironment, Device, DeviceKind, PushTarget};
 use poem::web::Data;
-use poem_openapi::{
-    ApiResponse, Enum, Object, OpenApi, param::Path, payload::Json, types::Example,
-};
+use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path, payload::Json};
 use uuid::Uuid;
 
+pub use super::device_in::DeviceIn;
 use super::{ApiTags, Success};
 use crate::{
     auth::AuthContext, error::ApiError, request_id::RequestId, state::AppState, types::Nullable,
@@ -43,32 +42,21 @@ impl From<ApnsEnvironment> for Environment {
     }
 }
 
-/// A device to push alerts to. Unknown fields are rejected.
-#[derive(Debug, Clone, Object)]
-#[oai(deny_unknown_fields, example)]
-pub struct DeviceIn {
-    /// The APNs device token, in hex.
-    #[oai(validator(min_length = 32, max_length = 200, pattern = "^[0-9a-fA-F]+$"))]
-    pub token: String,
-    pub environment: Environment,
-    /// A label to recognise the device by.
-    #[oai(validator(min_length = 1, max_length = 100))]
-    pub name: Option<String>,
-    /// Only events of these channels are pushed to the device; absent means
-    /// every channel. At most 50, each 1 to 100 characters.
-    #[oai(validator(max_items = 50, min_length = 1, max_length = 100))]
-    pub channels: Option<Vec<String>>,
+/// Which push service reaches a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum DeviceKindOut {
+    Apns,
+    Webpush,
+    Fcm,
 }
 
-/// The sample body the docs show and their "Test Request" sends: a token
-/// of the length APNs gives (32 bytes, 64 hex digits).
-impl Example for DeviceIn {
-    fn example() -> Self {
-        Self {
-            token: "a1b2c3d4e5f60718".repeat(4),
-            environment: Environment::Sandbox,
-            name: Some("On-call iPhone".into()),
-            channels: Some(vec!["payments".into()]),
+impl From<DeviceKind> for DeviceKindOut {
+    fn from(k: DeviceKind) -> Self {
+        match k {
+            DeviceKind::Apns => Self::Apns,
+            DeviceKind::Webpush => Self::Webpush,
+            DeviceKind::Fcm => Self::Fcm,
         }
     }
 }
@@ -78,12 +66,19 @@ impl Example for DeviceIn {
 #[oai(rename_all = "camelCase")]
 pub struct DeviceOut {
     pub id: Uuid,
-    pub token: String,
-    pub environment: Environment,
+    pub kind: DeviceKindOut,
+    /// The APNs or FCM token; null for a Web Push subscription.
+    pub token: Nullable<String>,
+    /// The APNs environment; null for other kinds.
+    pub environment: Nullable<Environment>,
+    /// The Web Push subscription's endpoint; null for other kinds. (Its
+    /// keys are never shown.)
+    pub endpoint: Nullable<String>,
     pub name: Nullable<String>,
     /// The channels it gets alerts from, or null for every channel.
     pub channels: Nullable<Vec<String>>,
-    /// False once APNs reported the token dead; re-registering revives it.
+    /// False once its push service reported it gone; re-registering
+    /// revives it.
     pub active: bool,
     /// Why the device was deactivated.
     pub deactivated_reason: Nullable<String>,
@@ -93,10 +88,20 @@ pub struct DeviceOut {
 
 impl From<Device> for DeviceOut {
     fn from(d: Device) -> Self {
+        let kind = d.kind().into();
+        let (token, environment, endpoint) = match d.target {
+            PushTarget::Apns { token, environment } => {
+                (Some(token), Some(environment.into()), None)
+            }
+            PushTarget::WebPush(s) => (None, None, Some(s.endpoint)),
+            PushTarget::Fcm { token } => (Some(token), None, None),
+        };
         Self {
             id: d.id,
-            token: d.token,
-            environment: d.environment.into(),
+            kind,
+            token: Nullable(token),
+            environment: Nullable(environment),
+            endpoint: Nullable(endpoint),
             name: Nullable(d.name),
             channels: Nullable(d.channels),
             active: d.active,
@@ -125,9 +130,26 @@ pub enum RegisterResponse {
     /// A new device was registered.
     #[oai(status = 201)]
     Created(Json<Success<DeviceOut>>),
-    /// The token was already registered; the device was updated (and reactivated).
+    /// The token or subscription was already registered; the device was
+    /// updated (and reactivated).
     #[oai(status = 200)]
     Updated(Json<Success<DeviceOut>>),
+}
+
+/// The key browsers subscribe with.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct WebPushKey {
+    /// The VAPID public key (uncompressed P-256 point, base64url): the
+    /// `applicationServerKey` of `pushManager.subscribe`.
+    pub public_key: String,
+}
+
+#[derive(ApiResponse)]
+pub enum WebPushKeyResponse {
+    /// Web Push is configured: subscribe with this key.
+    #[oai(status = 200)]
+    Ok(Json<Success<WebPushKey>>),
 }
 
 #[derive(ApiResponse)]
@@ -152,8 +174,11 @@ pub struct DevicesApi {
 impl DevicesApi {
     /// Register a device
     ///
-    /// Registering a token the project already has updates that device and
-    /// makes it active again.
+    /// An APNs token (`kind` `apns`, the default), a browser's Web Push
+    /// subscription (`webpush`, as `PushSubscription.toJSON()` gives it) or
+    /// an FCM token (`fcm`). Registering a token or subscription the
+    /// project already has updates that device and makes it active again.
+    /// A subscription's endpoint must be https on a public address.
     #[oai(path = "/v1/devices", method = "post", operation_id = "registerDevice")]
     async fn register(
         &self,
@@ -161,14 +186,7 @@ impl DevicesApi {
         auth: Data<&AuthContext>,
         request_id: Data<&RequestId>,
     ) -> poem::Result<RegisterResponse> {
-        let input = body.0;
-        let registration = DeviceRegistration {
-            // Hex is case-insensitive; one spelling keeps one device per token.
-            token: input.token.to_ascii_lowercase(),
-            environment: input.environment.into(),
-            name: input.name,
-            channels: input.channels,
-        };
+        let registration = body.0.registration(&self.state.endpoint_policy).await?;
         let (device, created) = self
             .state
             .store
@@ -200,6 +218,29 @@ impl DevicesApi {
             DeviceList {
                 devices: devices.into_iter().map(Into::into).collect(),
             },
+            **request_id,
+        ))))
+    }
+
+    /// The Web Push key
+    ///
+    /// The VAPID public key a web page subscribes with. Needs no API key.
+    /// 404 when this server has no VAPID key (Web Push is not configured).
+    #[oai(
+        path = "/v1/webpush/key",
+        method = "get",
+        operation_id = "getWebPushKey"
+    )]
+    async fn webpush_key(&self, request_id: Data<&RequestId>) -> poem::Result<WebPushKeyResponse> {
+        let public_key = self.state.config.vapid_public_key.clone().ok_or_else(|| {
+            ApiError::NotFound(
+                "Web Push is not configured on this server (no VAPID key: see \
+                 NOTIFIER_VAPID_PRIVATE_KEY)"
+                    .into(),
+            )
+        })?;
+        Ok(WebPushKeyResponse::Ok(Json(Success::new(
+            WebPushKey { public_key },
             **request_id,
         ))))
     }

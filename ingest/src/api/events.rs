@@ -166,6 +166,9 @@ pub struct DeliveryOut {
     pub attempts: u32,
     /// Why the last try failed.
     pub error: Nullable<String>,
+    /// Who answered the last try: `apns`, `webpush`, `fcm`, or `log` (pushes
+    /// of the device's kind only logged, no credentials); null before that.
+    pub provider: Nullable<String>,
     pub updated_at: DateTime<Utc>,
 }
 
@@ -176,6 +179,7 @@ impl From<Delivery> for DeliveryOut {
             state: d.state.into(),
             attempts: d.attempts,
             error: Nullable(d.error),
+            provider: Nullable(d.provider),
             updated_at: d.updated_at,
         }
     }

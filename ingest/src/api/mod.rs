@@ -3,6 +3,7 @@
 
 pub mod channels;
 mod cursor;
+mod device_in;
 pub mod devices;
 pub mod events;
 pub mod health;

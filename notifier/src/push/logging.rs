@@ -1,6 +1,7 @@
-//! The push provider used when no APNs credentials are configured: it logs
-//! that a push would have gone out, so a first run without an Apple account
-//! still shows the whole path working end to end.
+//! The push provider used for a device kind whose credentials are not
+//! configured (APNs keys, a VAPID key, an FCM account): it logs that a push
+//! would have gone out, so a first run without them still shows the whole
+//! path working end to end, and the delivery says `log`, not the provider.
 
 use async_trait::async_trait;
 
@@ -24,8 +25,8 @@ impl PushProvider for LoggingProvider {
             deviceId = %push.device_id,
             channel = %push.alert.channel,
             title = %push.alert.title,
-            environment = push.environment.as_str(),
-            "no APNs credentials configured: push logged, not sent"
+            kind = push.target.kind().as_str(),
+            "no credentials configured for this kind of device: push logged, not sent"
         );
         PushOutcome::Delivered { apns_id: None }
     }
@@ -120,8 +121,10 @@ mod tests {
     fn push() -> Push {
         Push {
             device_id: Uuid::nil(),
-            device_token: DEVICE_TOKEN.into(),
-            environment: ApnsEnvironment::Sandbox,
+            target: crate::push::PushTarget::Apns {
+                token: DEVICE_TOKEN.into(),
+                environment: ApnsEnvironment::Sandbox,
+            },
             alert: Alert {
                 title: "💸 Payment failed".into(),
                 body: Some("Card declined for order 1234".into()),
@@ -153,7 +156,7 @@ mod tests {
         }
         let logged = capture.text();
         assert!(logged.contains("channel=payments"), "{logged}");
-        assert!(logged.contains("environment=\"sandbox\""), "{logged}");
+        assert!(logged.contains("kind=\"apns\""), "{logged}");
         assert!(logged.contains("title=💸 Payment failed"), "{logged}");
         assert!(!logged.contains(DEVICE_TOKEN), "{logged}");
     }

@@ -97,7 +97,15 @@ export async function usage(): Promise<void> {
   const active: boolean = device.data.active;
   const reason: string | null = device.data.deactivatedReason;
   const list = await tocsin.devices.list();
-  const tokens: string[] = list.data.devices.map((d) => d.token);
+  const tokens: (string | null)[] = list.data.devices.map((d) => d.token);
+  const kinds: ("apns" | "webpush" | "fcm")[] = list.data.devices.map((d) => d.kind);
+  void kinds;
+  const browser = await tocsin.devices.register({
+    kind: "webpush",
+    subscription: { endpoint: "https://push.example.com/x", expirationTime: null, keys: { p256dh: "B".repeat(87), auth: "a".repeat(22) } },
+  });
+  const endpoint: string | null = browser.data.endpoint;
+  void endpoint;
   const deleted: true = (await tocsin.devices.delete(device.data.id)).data.deleted;
 
   // The read side.

@@ -9,8 +9,8 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::store::{
-    ApiKey, ApnsEnvironment, Delivery, DeliveryState, Device, Event, Identity, KeyScope,
-    NotificationState, Scope, StoreError, StoreResult,
+    ApiKey, ApnsEnvironment, Delivery, DeliveryState, Device, DeviceKind, Event, Identity,
+    KeyScope, NotificationState, PushTarget, Scope, StoreError, StoreResult, WebPushSubscription,
 };
 
 /// A stored document that does not read back as its record.
@@ -219,20 +219,34 @@ pub(super) fn event_from_doc(d: &Document) -> StoreResult<Event> {
     parse().map_err(|e| corrupt("event", e))
 }
 
+/// `token` holds what identifies the device in its scope (an APNs or FCM
+/// token, or a Web Push endpoint), under the one unique index; documents
+/// stored before device kinds have no `kind` and are APNs'.
 pub(super) fn device_to_doc(d: &Device) -> Document {
-    doc! {
+    let mut doc = doc! {
         "_id": d.id.to_string(),
         "org": &d.scope.org,
         "project": &d.scope.project,
-        "token": &d.token,
-        "environment": d.environment.as_str(),
+        "kind": d.kind().as_str(),
+        "token": d.target.address(),
         "name": d.name.clone(),
         "channels": d.channels.clone(),
         "active": d.active,
         "deactivatedReason": d.deactivated_reason.clone(),
         "createdAt": date(&d.created_at),
         "updatedAt": date(&d.updated_at),
+    };
+    match &d.target {
+        PushTarget::Apns { environment, .. } => {
+            doc.insert("environment", environment.as_str());
+        }
+        PushTarget::WebPush(s) => {
+            doc.insert("p256dh", &s.p256dh);
+            doc.insert("auth", &s.auth);
+        }
+        PushTarget::Fcm { .. } => {}
     }
+    doc
 }
 
 fn strings(d: &Document, key: &str) -> anyhow::Result<Option<Vec<String>>> {
@@ -250,12 +264,30 @@ fn strings(d: &Document, key: &str) -> anyhow::Result<Option<Vec<String>>> {
 
 pub(super) fn device_from_doc(d: &Document) -> StoreResult<Device> {
     let parse = || -> anyhow::Result<Device> {
+        let token = d.get_str("token")?.to_owned();
+        let kind = match opt_str(d, "kind") {
+            None => DeviceKind::Apns,
+            Some(kind) => {
+                DeviceKind::parse(&kind).ok_or_else(|| anyhow::anyhow!("unknown kind"))?
+            }
+        };
+        let target = match kind {
+            DeviceKind::Apns => PushTarget::Apns {
+                token,
+                environment: ApnsEnvironment::parse(d.get_str("environment")?)
+                    .ok_or_else(|| anyhow::anyhow!("unknown environment"))?,
+            },
+            DeviceKind::Webpush => PushTarget::WebPush(WebPushSubscription {
+                endpoint: token,
+                p256dh: d.get_str("p256dh")?.to_owned(),
+                auth: d.get_str("auth")?.to_owned(),
+            }),
+            DeviceKind::Fcm => PushTarget::Fcm { token },
+        };
         Ok(Device {
             id: Uuid::parse_str(d.get_str("_id")?)?,
             scope: Scope::new(d.get_str("org")?, d.get_str("project")?),
-            token: d.get_str("token")?.to_owned(),
-            environment: ApnsEnvironment::parse(d.get_str("environment")?)
-                .ok_or_else(|| anyhow::anyhow!("unknown environment"))?,
+            target,
             name: opt_str(d, "name"),
             channels: strings(d, "channels")?,
             active: d.get_bool("active")?,
@@ -277,6 +309,7 @@ pub(super) fn delivery_from_doc(d: &Document) -> StoreResult<Delivery> {
             attempts: u32::try_from(d.get_i64("attempts")?)?,
             error: opt_str(d, "error"),
             apns_id: opt_str(d, "apnsId"),
+            provider: opt_str(d, "provider"),
             updated_at: d.get_datetime("updatedAt")?.to_chrono(),
             lease_until: d.get_datetime("leaseUntil").ok().map(|t| t.to_chrono()),
         })

@@ -141,6 +141,7 @@ pub(super) async fn finish(
                 "state": delivery.state.as_str(),
                 "error": delivery.error.clone(),
                 "apnsId": delivery.apns_id.clone(),
+                "provider": delivery.provider.clone(),
                 "leaseUntil": delivery.lease_until.as_ref().map(date),
                 "updatedAt": date(&delivery.updated_at),
             }},

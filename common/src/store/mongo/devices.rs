@@ -1,4 +1,5 @@
-//! Devices: registered per scope under a unique token, listed, deleted, and
+//! Devices: registered per scope under a unique token or Web Push endpoint
+//! (whatever the kind), listed, deleted, and
 //! deactivated when a push provider says the token is gone.
 
 use chrono::{DateTime, Utc};
@@ -19,7 +20,7 @@ pub(super) async fn upsert(
     now: DateTime<Utc>,
 ) -> StoreResult<(Device, bool)> {
     let mut filter = scope_filter(scope);
-    filter.insert("token", &registration.token);
+    filter.insert("token", registration.target.address());
     // Read, then write conditionally (replace the record read, or insert
     // under the unique token); a lost race reads again.
     for _ in 0..MAX_ATTEMPTS {
@@ -34,8 +35,7 @@ pub(super) async fn upsert(
         let device = Device {
             id: existing.as_ref().map_or_else(Uuid::now_v7, |d| d.id),
             scope: scope.clone(),
-            token: registration.token.clone(),
-            environment: registration.environment,
+            target: registration.target.clone(),
             name: registration.name.clone(),
             channels: registration.channels.clone(),
             active: true,

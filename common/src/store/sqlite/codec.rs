@@ -8,8 +8,8 @@ use rusqlite::Row;
 use uuid::Uuid;
 
 use crate::store::{
-    ApiKey, ApnsEnvironment, Delivery, DeliveryState, Device, Event, KeyScope, NotificationState,
-    Scope,
+    ApiKey, ApnsEnvironment, Delivery, DeliveryState, Device, DeviceKind, Event, KeyScope,
+    NotificationState, PushTarget, Scope, WebPushSubscription,
 };
 
 /// States as one JSON array parameter, matched with
@@ -121,15 +121,44 @@ pub(super) fn parse_enum<T>(s: &str, parse: fn(&str) -> Option<T>) -> rusqlite::
     })
 }
 
+/// `token` holds what identifies the device in its scope (an APNs or FCM
+/// token, or a Web Push endpoint), so one unique index serves every kind;
+/// `environment` is APNs' only (empty for the others), `p256dh` and `auth`
+/// Web Push's only.
 pub(super) const DEVICE_COLUMNS: &str = "id, org, project, token, environment, name, channels, \
-     active, deactivated_reason, created_at, updated_at";
+     active, deactivated_reason, created_at, updated_at, kind, p256dh, auth";
+
+/// The columns of [`DEVICE_COLUMNS`] that depend on the kind: `environment`,
+/// `kind`, `p256dh`, `auth`.
+pub(super) fn target_columns(
+    target: &PushTarget,
+) -> (&'static str, &'static str, Option<&str>, Option<&str>) {
+    let kind = target.kind().as_str();
+    match target {
+        PushTarget::Apns { environment, .. } => (environment.as_str(), kind, None, None),
+        PushTarget::WebPush(s) => ("", kind, Some(&s.p256dh), Some(&s.auth)),
+        PushTarget::Fcm { .. } => ("", kind, None, None),
+    }
+}
 
 pub(super) fn device_from_row(r: &Row<'_>) -> rusqlite::Result<Device> {
+    let token: String = r.get(3)?;
+    let target = match parse_enum(&r.get::<_, String>(11)?, DeviceKind::parse)? {
+        DeviceKind::Apns => PushTarget::Apns {
+            token,
+            environment: parse_enum(&r.get::<_, String>(4)?, ApnsEnvironment::parse)?,
+        },
+        DeviceKind::Webpush => PushTarget::WebPush(WebPushSubscription {
+            endpoint: token,
+            p256dh: r.get::<_, Option<String>>(12)?.unwrap_or_default(),
+            auth: r.get::<_, Option<String>>(13)?.unwrap_or_default(),
+        }),
+        DeviceKind::Fcm => PushTarget::Fcm { token },
+    };
     Ok(Device {
         id: parse_uuid(&r.get::<_, String>(0)?)?,
         scope: Scope::new(r.get::<_, String>(1)?, r.get::<_, String>(2)?),
-        token: r.get(3)?,
-        environment: parse_enum(&r.get::<_, String>(4)?, ApnsEnvironment::parse)?,
+        target,
         name: r.get(5)?,
         channels: r
             .get::<_, Option<String>>(6)?
@@ -143,7 +172,7 @@ pub(super) fn device_from_row(r: &Row<'_>) -> rusqlite::Result<Device> {
 }
 
 pub(super) const DELIVERY_COLUMNS: &str =
-    "event_id, device_id, state, attempts, error, apns_id, updated_at, lease_until_ms";
+    "event_id, device_id, state, attempts, error, apns_id, updated_at, lease_until_ms, provider";
 
 pub(super) fn delivery_from_row(r: &Row<'_>) -> rusqlite::Result<Delivery> {
     Ok(Delivery {
@@ -158,5 +187,6 @@ pub(super) fn delivery_from_row(r: &Row<'_>) -> rusqlite::Result<Delivery> {
             0 => None,
             ms => Some(from_ms(ms)?),
         },
+        provider: r.get(8)?,
     })
 }

@@ -96,7 +96,7 @@ pub(super) async fn finish(
             let n = c
                 .prepare_cached(
                     "UPDATE deliveries SET state = ?5, error = ?7, apns_id = ?8, updated_at = ?9, \
-                     lease_until_ms = ?10 \
+                     lease_until_ms = ?10, provider = ?11 \
                      WHERE event_id = ?1 AND device_id = ?2 AND org = ?3 AND project = ?4 \
                      AND state = 'sending' AND attempts = ?6",
                 )?
@@ -111,6 +111,7 @@ pub(super) async fn finish(
                     d.apns_id,
                     ts(&d.updated_at),
                     d.lease_until.as_ref().map_or(0, ms),
+                    d.provider,
                 ])?;
             Ok(n == 1)
         })

@@ -1,4 +1,5 @@
-//! Devices: registered per scope under a unique token, listed, deleted, and
+//! Devices: registered per scope under a unique token or Web Push endpoint
+//! (whatever the kind), listed, deleted, and
 //! deactivated when a push provider says the token is gone.
 
 use chrono::{DateTime, Utc};
@@ -7,7 +8,7 @@ use uuid::Uuid;
 
 use super::{
     SqliteStore,
-    codec::{DEVICE_COLUMNS, device_from_row, to_json, ts},
+    codec::{DEVICE_COLUMNS, device_from_row, target_columns, to_json, ts},
 };
 use crate::store::{Device, DeviceRegistration, Scope, StoreResult};
 
@@ -25,7 +26,7 @@ pub(super) async fn upsert(
             let existing = tx
                 .query_row(
                     &format!("SELECT {DEVICE_COLUMNS} FROM devices WHERE org = ?1 AND project = ?2 AND token = ?3"),
-                    params![scope.org, scope.project, reg.token],
+                    params![scope.org, scope.project, reg.target.address()],
                     device_from_row,
                 )
                 .optional()?;
@@ -33,8 +34,7 @@ pub(super) async fn upsert(
             let device = Device {
                 id: existing.as_ref().map_or_else(Uuid::now_v7, |d| d.id),
                 scope: scope.clone(),
-                token: reg.token,
-                environment: reg.environment,
+                target: reg.target,
                 name: reg.name,
                 channels: reg.channels,
                 active: true,
@@ -43,22 +43,27 @@ pub(super) async fn upsert(
                 updated_at: now,
             };
             let channels = device.channels.as_ref().map(to_json).transpose()?;
+            let (environment, kind, p256dh, auth) = target_columns(&device.target);
             tx.execute(
                 &format!(
-                    "INSERT OR REPLACE INTO devices ({DEVICE_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"
+                    "INSERT OR REPLACE INTO devices ({DEVICE_COLUMNS}) \
+                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"
                 ),
                 params![
                     device.id.to_string(),
                     device.scope.org,
                     device.scope.project,
-                    device.token,
-                    device.environment.as_str(),
+                    device.target.address(),
+                    environment,
                     device.name,
                     channels,
                     device.active,
                     device.deactivated_reason,
                     ts(&device.created_at),
                     ts(&device.updated_at),
+                    kind,
+                    p256dh,
+                    auth,
                 ],
             )?;
             tx.commit()?;

@@ -182,6 +182,16 @@ CREATE TABLE audit (
     address TEXT
 );
 "#,
+    // Device kinds (issue 13): every device stored before them is APNs'.
+    // `token` keeps the unique address of every kind (a Web Push
+    // subscription's is its endpoint). Deliveries say which provider
+    // answered; NULL for those recorded before.
+    r#"
+ALTER TABLE devices ADD COLUMN kind TEXT NOT NULL DEFAULT 'apns';
+ALTER TABLE devices ADD COLUMN p256dh TEXT;
+ALTER TABLE devices ADD COLUMN auth TEXT;
+ALTER TABLE deliveries ADD COLUMN provider TEXT;
+"#,
 ];
 
 /// Applies the migrations this database has not run yet, each in its own

@@ -18,6 +18,7 @@ pub(super) fn classify(result: Result<a2::Response, a2::Error>) -> PushOutcome {
         Err(error @ (E::ConnectionError(_) | E::ClientError(_) | E::RequestTimeout(_))) => {
             PushOutcome::Retry {
                 reason: describe(&error),
+                after: None,
             }
         }
         // The request could not be built or signed here: the key, the options
@@ -61,7 +62,10 @@ fn classify_response(response: a2::Response) -> PushOutcome {
             | R::ServiceUnavailable
             | R::Shutdown
             | R::IdleTimeout,
-        ) => PushOutcome::Retry { reason: label },
+        ) => PushOutcome::Retry {
+            reason: label,
+            after: None,
+        },
         // Listed rather than `_` so a reason added to a2 has to be placed.
         Some(
             R::BadCollapseId
@@ -87,7 +91,10 @@ fn classify_response(response: a2::Response) -> PushOutcome {
         // a2 drops a body it cannot parse (a reason newer than a2): go by status.
         None => match code {
             410 => PushOutcome::DeviceGone { reason: label },
-            429 | 500..=599 => PushOutcome::Retry { reason: label },
+            429 | 500..=599 => PushOutcome::Retry {
+                reason: label,
+                after: None,
+            },
             _ => PushOutcome::Rejected { reason: label },
         },
     }

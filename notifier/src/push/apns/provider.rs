@@ -12,7 +12,7 @@ use async_trait::async_trait;
 
 use super::message::{ApnsMessage, MessageError};
 use super::outcome::classify;
-use crate::push::{ApnsEnvironment, Push, PushOutcome, PushProvider};
+use crate::push::{ApnsEnvironment, Push, PushOutcome, PushProvider, PushTarget};
 
 /// APNs device tokens are at most 100 bytes, sent as hexadecimal.
 const MAX_DEVICE_TOKEN_HEX: usize = 200;
@@ -107,7 +107,12 @@ impl PushProvider for ApnsProvider {
     }
 
     async fn send(&self, push: &Push) -> PushOutcome {
-        if !is_device_token(&push.device_token) {
+        let PushTarget::Apns { token, environment } = &push.target else {
+            return PushOutcome::Rejected {
+                reason: "not an APNs device".into(),
+            };
+        };
+        if !is_device_token(token) {
             // APNs would answer BadDeviceToken; some such strings cannot even
             // be put in the request path.
             return PushOutcome::DeviceGone {
@@ -123,7 +128,7 @@ impl PushProvider for ApnsProvider {
             }
             Err(MessageError::Apns(error)) => return classify(Err(error)),
         };
-        let payload = match message.payload(&push.device_token) {
+        let payload = match message.payload(token) {
             Ok(payload) => payload,
             Err(error) => return classify(Err(error)),
         };
@@ -131,7 +136,7 @@ impl PushProvider for ApnsProvider {
         // a2 is built without its `tracing` feature (workspace Cargo.toml):
         // with it, `Client::send` opens an INFO span that records the payload
         // (with the device token) and the client (with the signed JWT).
-        classify(self.client(push.environment).send(payload).await)
+        classify(self.client(*environment).send(payload).await)
     }
 }
 
@@ -230,8 +235,10 @@ mod tests {
     fn push(device_token: &str, alert: Alert) -> Push {
         Push {
             device_id: Uuid::nil(),
-            device_token: device_token.into(),
-            environment: ApnsEnvironment::Sandbox,
+            target: crate::push::PushTarget::Apns {
+                token: device_token.into(),
+                environment: ApnsEnvironment::Sandbox,
+            },
             alert,
         }
     }

@@ -1,0 +1,129 @@
+//! Devices: what a registration asks for and what is kept of each phone or
+//! browser, by the push service that reaches it.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::model::{ApnsEnvironment, Scope};
+
+/// Which push service reaches a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeviceKind {
+    /// An iPhone app's APNs device token.
+    Apns,
+    /// A browser's Web Push subscription (RFC 8030).
+    Webpush,
+    /// A Firebase Cloud Messaging registration token.
+    Fcm,
+}
+
+impl DeviceKind {
+    pub const ALL: [Self; 3] = [Self::Apns, Self::Webpush, Self::Fcm];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Apns => "apns",
+            Self::Webpush => "webpush",
+            Self::Fcm => "fcm",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// A browser's push subscription, as `PushSubscription.toJSON()` gives it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WebPushSubscription {
+    /// The push service's URL for this subscription (checked against the
+    /// endpoint policy at registration and again at every send).
+    pub endpoint: String,
+    /// The browser's P-256 public key (base64url, uncompressed point).
+    pub p256dh: String,
+    /// The 16-byte authentication secret (base64url).
+    pub auth: String,
+}
+
+impl std::fmt::Debug for WebPushSubscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The endpoint is a capability URL and the keys decrypt the pushes:
+        // none of them reaches a log line.
+        f.debug_struct("WebPushSubscription")
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a device's pushes go: what its push service needs to reach it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PushTarget {
+    Apns {
+        /// The APNs device token (hex, lowercase).
+        token: String,
+        environment: ApnsEnvironment,
+    },
+    WebPush(WebPushSubscription),
+    Fcm {
+        /// The FCM registration token.
+        token: String,
+    },
+}
+
+impl PushTarget {
+    pub fn kind(&self) -> DeviceKind {
+        match self {
+            Self::Apns { .. } => DeviceKind::Apns,
+            Self::WebPush(_) => DeviceKind::Webpush,
+            Self::Fcm { .. } => DeviceKind::Fcm,
+        }
+    }
+
+    /// What identifies the device within its scope: the token, or the
+    /// subscription's endpoint. Registering the same one again updates that
+    /// device instead of adding another.
+    pub fn address(&self) -> &str {
+        match self {
+            Self::Apns { token, .. } | Self::Fcm { token } => token,
+            Self::WebPush(subscription) => &subscription.endpoint,
+        }
+    }
+}
+
+/// A phone or browser connected to a project, to which alerts are pushed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    pub id: Uuid,
+    pub scope: Scope,
+    pub target: PushTarget,
+    pub name: Option<String>,
+    /// Only events of these channels are pushed; `None` means every channel.
+    pub channels: Option<Vec<String>>,
+    /// False once its push service said it is gone; re-registering revives it.
+    pub active: bool,
+    pub deactivated_reason: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Device {
+    /// Whether an event of `channel` is for this device.
+    pub fn wants(&self, channel: &str) -> bool {
+        self.active
+            && self
+                .channels
+                .as_ref()
+                .is_none_or(|channels| channels.iter().any(|c| c == channel))
+    }
+
+    pub fn kind(&self) -> DeviceKind {
+        self.target.kind()
+    }
+}
+
+/// What a device registration asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceRegistration {
+    pub target: PushTarget,
+    pub name: Option<String>,
+    pub channels: Option<Vec<String>>,
+}

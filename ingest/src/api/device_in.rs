@@ -1,0 +1,184 @@
+//! The body of `POST /v1/devices`, one shape per kind of device (APNs, the
+//! default; Web Push; FCM), and what of it is stored once a subscription's
+//! endpoint passed the endpoint policy.
+
+use common::{
+    endpoint::EndpointPolicy,
+    store::{DeviceRegistration, PushTarget, WebPushSubscription},
+};
+use poem_openapi::{Enum, Object, Union, types::Example};
+
+use super::devices::Environment;
+use crate::{
+    error::{ApiError, FieldError},
+    types::Nullable,
+};
+
+/// `"apns"`: an iPhone app's APNs device token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum ApnsKind {
+    Apns,
+}
+
+/// `"webpush"`: a browser's Web Push subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum WebPushKind {
+    Webpush,
+}
+
+/// `"fcm"`: a Firebase Cloud Messaging registration token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum FcmKind {
+    Fcm,
+}
+
+/// An iPhone to push alerts to through APNs. Unknown fields are rejected.
+#[derive(Debug, Clone, Object)]
+#[oai(deny_unknown_fields, example)]
+pub struct ApnsDeviceIn {
+    /// `apns`, the default when absent.
+    pub kind: Option<ApnsKind>,
+    /// The APNs device token, in hex.
+    #[oai(validator(min_length = 32, max_length = 200, pattern = "^[0-9a-fA-F]+$"))]
+    pub token: String,
+    pub environment: Environment,
+    /// A label to recognise the device by.
+    #[oai(validator(min_length = 1, max_length = 100))]
+    pub name: Option<String>,
+    /// Only events of these channels are pushed to the device; absent means
+    /// every channel. At most 50, each 1 to 100 characters.
+    #[oai(validator(max_items = 50, min_length = 1, max_length = 100))]
+    pub channels: Option<Vec<String>>,
+}
+
+/// The sample body the docs show and their "Test Request" sends: a token
+/// of the length APNs gives (32 bytes, 64 hex digits).
+impl Example for ApnsDeviceIn {
+    fn example() -> Self {
+        Self {
+            kind: Some(ApnsKind::Apns),
+            token: "a1b2c3d4e5f60718".repeat(4),
+            environment: Environment::Sandbox,
+            name: Some("On-call iPhone".into()),
+            channels: Some(vec!["payments".into()]),
+        }
+    }
+}
+
+/// The keys of a Web Push subscription.
+#[derive(Debug, Clone, Object)]
+#[oai(deny_unknown_fields)]
+pub struct WebPushKeys {
+    /// The browser's P-256 public key, base64url.
+    #[oai(validator(min_length = 80, max_length = 100, pattern = "^[A-Za-z0-9_-]+={0,2}$"))]
+    pub p256dh: String,
+    /// The browser's 16-byte authentication secret, base64url.
+    #[oai(validator(min_length = 16, max_length = 32, pattern = "^[A-Za-z0-9_-]+={0,2}$"))]
+    pub auth: String,
+}
+
+/// A browser's push subscription, exactly as `PushSubscription.toJSON()`
+/// gives it.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WebPushSubscriptionIn {
+    /// The push service's URL for this subscription: https, on a public
+    /// address.
+    #[oai(validator(min_length = 1, max_length = 2048))]
+    pub endpoint: String,
+    /// When the subscription expires (milliseconds since the epoch), if the
+    /// browser says; accepted and not used.
+    pub expiration_time: Option<Nullable<f64>>,
+    pub keys: WebPushKeys,
+}
+
+/// A browser to push alerts to through Web Push. Unknown fields are
+/// rejected.
+#[derive(Debug, Clone, Object)]
+#[oai(deny_unknown_fields)]
+pub struct WebPushDeviceIn {
+    pub kind: WebPushKind,
+    pub subscription: WebPushSubscriptionIn,
+    /// A label to recognise the device by.
+    #[oai(validator(min_length = 1, max_length = 100))]
+    pub name: Option<String>,
+    /// Only events of these channels are pushed to the device; absent means
+    /// every channel. At most 50, each 1 to 100 characters.
+    #[oai(validator(max_items = 50, min_length = 1, max_length = 100))]
+    pub channels: Option<Vec<String>>,
+}
+
+/// An Android phone (or any FCM client) to push alerts to through Firebase
+/// Cloud Messaging. Unknown fields are rejected.
+#[derive(Debug, Clone, Object)]
+#[oai(deny_unknown_fields)]
+pub struct FcmDeviceIn {
+    pub kind: FcmKind,
+    /// The FCM registration token.
+    #[oai(validator(min_length = 1, max_length = 4096))]
+    pub token: String,
+    /// A label to recognise the device by.
+    #[oai(validator(min_length = 1, max_length = 100))]
+    pub name: Option<String>,
+    /// Only events of these channels are pushed to the device; absent means
+    /// every channel. At most 50, each 1 to 100 characters.
+    #[oai(validator(max_items = 50, min_length = 1, max_length = 100))]
+    pub channels: Option<Vec<String>>,
+}
+
+/// A device to push alerts to, by `kind`: `apns` (the default), `webpush`
+/// or `fcm`.
+#[derive(Debug, Clone, Union)]
+#[oai(one_of)]
+pub enum DeviceIn {
+    Apns(ApnsDeviceIn),
+    WebPush(WebPushDeviceIn),
+    Fcm(FcmDeviceIn),
+}
+
+impl DeviceIn {
+    /// What to store, once the endpoint of a subscription passed the
+    /// policy (a refusal is reported at its field).
+    pub(crate) async fn registration(
+        self,
+        policy: &EndpointPolicy,
+    ) -> Result<DeviceRegistration, ApiError> {
+        Ok(match self {
+            Self::Apns(d) => DeviceRegistration {
+                target: PushTarget::Apns {
+                    // Hex is case-insensitive; one spelling keeps one device per token.
+                    token: d.token.to_ascii_lowercase(),
+                    environment: d.environment.into(),
+                },
+                name: d.name,
+                channels: d.channels,
+            },
+            Self::WebPush(d) => {
+                let endpoint = d.subscription.endpoint;
+                policy.check(&endpoint).await.map_err(|refusal| {
+                    ApiError::Validation(vec![FieldError::new(
+                        vec!["subscription".into(), "endpoint".into()],
+                        refusal.to_string(),
+                    )])
+                })?;
+                DeviceRegistration {
+                    target: PushTarget::WebPush(WebPushSubscription {
+                        endpoint,
+                        p256dh: d.subscription.keys.p256dh,
+                        auth: d.subscription.keys.auth,
+                    }),
+                    name: d.name,
+                    channels: d.channels,
+                }
+            }
+            Self::Fcm(d) => DeviceRegistration {
+                target: PushTarget::Fcm { token: d.token },
+                name: d.name,
+                channels: d.channels,
+            },
+        })
+    }
+}

@@ -1,0 +1,99 @@
+//! The HTTP side of Web Push, guarded against server-side request forgery:
+//! an endpoint is checked by [`common::endpoint`] before every send, and a
+//! name is resolved by [`PublicOnly`], which refuses the whole answer when
+//! any address is not public and otherwise hands the client exactly the
+//! addresses it checked — the client connects to those, with no second
+//! resolution in between. Origins the operator allow-listed go through a
+//! plain client. Neither follows redirects or uses a proxy from the
+//! environment (a proxy would resolve the name itself).
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use common::endpoint::{Checked, EndpointPolicy, Refusal, only_public};
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+
+/// Resolves names and lets only public addresses through.
+struct PublicOnly;
+
+impl Resolve for PublicOnly {
+    fn resolve(&self, name: Name) -> Resolving {
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
+            only_public(&addrs)?;
+            Ok(Box::new(addrs.into_iter()) as Addrs)
+        })
+    }
+}
+
+/// The two clients, and the policy that picks between them.
+pub struct GuardedClient {
+    policy: EndpointPolicy,
+    guarded: reqwest::Client,
+    trusted: reqwest::Client,
+}
+
+/// Why a request was not answered.
+#[derive(Debug)]
+pub enum SendError {
+    /// The endpoint may not be contacted (checked before connecting).
+    Refused(Refusal),
+    /// No answer: connection, TLS or timeout.
+    Transport(reqwest::Error),
+}
+
+impl GuardedClient {
+    pub fn new(policy: EndpointPolicy, timeout: Duration) -> anyhow::Result<Self> {
+        let builder = || {
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .no_proxy()
+                .connect_timeout(timeout.min(Duration::from_secs(5)))
+                .timeout(timeout)
+        };
+        Ok(Self {
+            policy,
+            guarded: builder().dns_resolver(Arc::new(PublicOnly)).build()?,
+            trusted: builder().build()?,
+        })
+    }
+
+    /// Checks `endpoint` and posts to it with `headers` and `body`.
+    pub async fn post(
+        &self,
+        endpoint: &str,
+        headers: reqwest::header::HeaderMap,
+        body: Vec<u8>,
+    ) -> Result<reqwest::Response, SendError> {
+        let (client, url) = match self
+            .policy
+            .check_url(endpoint)
+            .map_err(SendError::Refused)?
+        {
+            Checked::Allowed(url) => (&self.trusted, url),
+            Checked::Public(url) => (&self.guarded, url),
+        };
+        client
+            .post(url)
+            .headers(headers)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| match refusal_in(&e) {
+                Some(refusal) => SendError::Refused(refusal),
+                None => SendError::Transport(e),
+            })
+    }
+}
+
+/// The policy's refusal, when that is what failed the connection.
+fn refusal_in(error: &reqwest::Error) -> Option<Refusal> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if let Some(refusal) = e.downcast_ref::<Refusal>() {
+            return Some(refusal.clone());
+        }
+        source = e.source();
+    }
+    None
+}

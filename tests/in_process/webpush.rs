@@ -1,0 +1,343 @@
+//! Web Push end to end in embedded mode, against the loopback push service
+//! (tests/push_service.rs) that verifies each message's VAPID signature and
+//! decrypts it with the subscription's own keys; registration and send-time
+//! endpoint refusals; FCM devices stored and listed; the provider of each
+//! delivery.
+
+use std::time::Duration;
+
+use common::store::{DeviceRegistration, PushTarget, WebPushSubscription};
+use serde_json::{Value, json};
+use tocsin_tests::{
+    Embedded, Reply, StoreKind, TestApp, TestConfig, eventually, for_each_store, path,
+    push_service::PushService, test_notifier_config,
+};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Ingest in embedded mode with a VAPID key and the push service's origin
+/// allowed; the push service expects the key ingest serves.
+async fn app_with(
+    kind: StoreKind,
+    service: &PushService,
+    tune: impl FnOnce(&mut notifier::Config),
+) -> TestApp {
+    let (private, _) = notifier::push::webpush::vapid::VapidKey::generate();
+    let mut notifier = test_notifier_config();
+    notifier.vapid_private_key = Some(common::config::Secret::new(private));
+    notifier.vapid_subject = Some("mailto:ops@example.com".into());
+    notifier.webpush_allowed_endpoints = service.origin();
+    tune(&mut notifier);
+    let app = TestApp::spawn_with_options(
+        TestConfig::new(kind),
+        Embedded {
+            provider: None,
+            notifier,
+        },
+    )
+    .await;
+    let key = Reply::of(app.get("/v1/webpush/key").await).await;
+    assert_eq!(key.status, 200, "{}", key.body);
+    service.expect_key(key.body["data"]["publicKey"].as_str().expect("a key"));
+    app
+}
+
+async fn register(app: &TestApp, key: &str, subscription: &Value) -> Reply {
+    let body = json!({ "kind": "webpush", "subscription": subscription, "name": "Firefox" });
+    Reply::of(app.post("/v1/devices", key, &body).await).await
+}
+
+async fn event(app: &TestApp, key: &str) -> String {
+    let body = json!({
+        "channelName": "payments",
+        "title": "Payment failed",
+        "description": "Card declined",
+        "icon": "💸",
+        "notify": true,
+    });
+    let reply = Reply::of(app.post_event(key, &body).await).await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    reply.body["data"]["id"].as_str().expect("id").to_owned()
+}
+
+async fn settled(app: &TestApp, key: &str, id: &str, state: &str) -> Value {
+    eventually(WAIT, &format!("event {id} to become {state}"), async || {
+        let reply = Reply::of(app.get_as(&format!("/v1/events/{id}"), key).await).await;
+        let event = &reply.body["data"];
+        (event["notification"]["state"] == state)
+            .then(|| event.clone())
+            .ok_or(reply.body)
+    })
+    .await
+}
+
+async fn a_subscription_gets_the_event_once_signed_and_encrypted(kind: StoreKind) {
+    let service = PushService::start().await;
+    let app = app_with(kind, &service, |_| {}).await;
+    let (key, _) = app.new_key().await;
+    let subscription = service.subscribe();
+    let endpoint = subscription["endpoint"]
+        .as_str()
+        .expect("endpoint")
+        .to_owned();
+
+    let first = register(&app, &key, &subscription).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    assert_eq!(first.body["data"]["kind"], "webpush");
+    assert_eq!(first.body["data"]["endpoint"], endpoint);
+    let again = register(&app, &key, &subscription).await;
+    assert_eq!(
+        again.status, 200,
+        "the same subscription twice: {}",
+        again.body
+    );
+    assert_eq!(again.body["data"]["id"], first.body["data"]["id"]);
+    let listed = Reply::of(app.get_as("/v1/devices", &key).await).await;
+    assert_eq!(
+        listed.body["data"]["devices"]
+            .as_array()
+            .expect("devices")
+            .len(),
+        1
+    );
+    assert_eq!(listed.body["data"]["devices"][0]["kind"], "webpush");
+
+    let id = event(&app, &key).await;
+    let event = settled(&app, &key, &id, "delivered").await;
+    let delivery = &event["notification"]["deliveries"][0];
+    assert_eq!(delivery["provider"], "webpush", "{event}");
+    assert_eq!(delivery["state"], "delivered");
+
+    assert!(service.faults().is_empty(), "{:?}", service.faults());
+    let received = service.received(&endpoint);
+    assert_eq!(received.len(), 1, "exactly once: {received:?}");
+    let message = &received[0];
+    assert_eq!(message.payload["title"], "💸 Payment failed");
+    assert_eq!(message.payload["body"], "Card declined");
+    assert_eq!(message.payload["channel"], "payments");
+    assert_eq!(message.payload["eventId"], id.as_str());
+    assert_eq!(message.urgency.as_deref(), Some("normal"));
+    assert!(message.ttl.is_some());
+    let topic = message.topic.as_deref().expect("a Topic");
+    assert!(topic.len() <= 32, "{topic}");
+    app.stop().await;
+}
+
+async fn gone_subscriptions_are_deactivated_and_413_is_rejected(kind: StoreKind) {
+    let service = PushService::start().await;
+    let app = app_with(kind, &service, |_| {}).await;
+    let (key, _) = app.new_key().await;
+    let mut endpoints = Vec::new();
+    for status in [410, 404, 413] {
+        let subscription = service.subscribe();
+        let endpoint = subscription["endpoint"]
+            .as_str()
+            .expect("endpoint")
+            .to_owned();
+        service.script(&endpoint, vec![(status, None)]);
+        assert_eq!(register(&app, &key, &subscription).await.status, 201);
+        endpoints.push(endpoint);
+    }
+    let id = event(&app, &key).await;
+    settled(&app, &key, &id, "failed").await;
+    let devices = Reply::of(app.get_as("/v1/devices", &key).await).await;
+    let active: Vec<(String, bool)> = devices.body["data"]["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .map(|d| {
+            (
+                d["endpoint"].as_str().unwrap_or_default().to_owned(),
+                d["active"] == true,
+            )
+        })
+        .collect();
+    for (endpoint, expected) in endpoints.iter().zip([false, false, true]) {
+        assert!(
+            active.contains(&(endpoint.clone(), expected)),
+            "{endpoint}: {active:?}"
+        );
+        assert_eq!(
+            service.requests(endpoint).len(),
+            1,
+            "never retried: {endpoint}"
+        );
+    }
+    assert!(service.faults().is_empty(), "{:?}", service.faults());
+    app.stop().await;
+}
+
+async fn a_429_is_retried_no_sooner_than_retry_after(kind: StoreKind) {
+    let service = PushService::start().await;
+    let app = app_with(kind, &service, |n| n.retry_max_ms = 5000).await;
+    let (key, _) = app.new_key().await;
+    let subscription = service.subscribe();
+    let endpoint = subscription["endpoint"]
+        .as_str()
+        .expect("endpoint")
+        .to_owned();
+    service.script(&endpoint, vec![(429, Some(2))]);
+    assert_eq!(register(&app, &key, &subscription).await.status, 201);
+    let id = event(&app, &key).await;
+    settled(&app, &key, &id, "delivered").await;
+    let requests = service.requests(&endpoint);
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let gap = requests[1] - requests[0];
+    assert!(gap >= Duration::from_secs(2), "retried after {gap:?}");
+    assert_eq!(service.received(&endpoint).len(), 1);
+    app.stop().await;
+}
+
+async fn unsafe_endpoints_are_refused_at_registration(kind: StoreKind) {
+    let service = PushService::start().await;
+    let app = app_with(kind, &service, |_| {}).await;
+    let (key, _) = app.new_key().await;
+    let port = service.addr.port();
+    // Strings only: refused before any connection (loopback names resolve
+    // locally; no other address is ever contacted).
+    for endpoint in [
+        format!("http://localhost:{port}/push/1"),
+        format!("https://user:pw@127.0.0.1:{port}/push/1"),
+        "https://10.0.0.1/push/1".to_owned(),
+        "https://[::1]/push/1".to_owned(),
+        "https://127.0.0.1/push/1".to_owned(),
+        format!("https://localhost:{port}/push/1"),
+    ] {
+        let mut subscription = service.subscribe();
+        subscription["endpoint"] = json!(endpoint);
+        let reply = register(&app, &key, &subscription).await;
+        reply.assert_error_envelope(400);
+        assert_eq!(
+            reply.fault_paths(),
+            vec![path(&["subscription", "endpoint"])],
+            "{endpoint}: {}",
+            reply.body
+        );
+    }
+    let unknown = Reply::of(
+        app.post(
+            "/v1/devices",
+            &key,
+            &json!({ "kind": "pager", "token": "x" }),
+        )
+        .await,
+    )
+    .await;
+    unknown.assert_error_envelope(400);
+    assert_eq!(
+        unknown.fault_paths(),
+        vec![path(&["kind"])],
+        "{}",
+        unknown.body
+    );
+    let devices = Reply::of(app.get_as("/v1/devices", &key).await).await;
+    assert_eq!(devices.body["data"]["devices"], json!([]));
+    assert_eq!(service.connections(), 0);
+    app.stop().await;
+}
+
+/// Devices stored when the policy let them through (written to the store
+/// directly, as an older allow-list or another resolution would have left
+/// them) are checked again at send: `localhost` resolves to loopback, and
+/// the service's origin is no longer allowed. Nothing connects.
+async fn endpoints_are_checked_again_at_send(kind: StoreKind) {
+    let service = PushService::start().await;
+    let app = app_with(kind, &service, |n| {
+        n.webpush_allowed_endpoints = String::new()
+    })
+    .await;
+    let (key, scope) = app.new_key().await;
+    let port = service.addr.port();
+    for endpoint in [
+        format!("https://localhost:{port}/push/a"),
+        format!("{}/push/b", service.origin()),
+    ] {
+        let subscription = service.subscribe();
+        let registration = DeviceRegistration {
+            target: PushTarget::WebPush(WebPushSubscription {
+                endpoint,
+                p256dh: subscription["keys"]["p256dh"]
+                    .as_str()
+                    .expect("p256dh")
+                    .into(),
+                auth: subscription["keys"]["auth"].as_str().expect("auth").into(),
+            }),
+            name: None,
+            channels: None,
+        };
+        app.store
+            .upsert_device(&scope, &registration, chrono::Utc::now())
+            .await
+            .expect("stored");
+    }
+    let id = event(&app, &key).await;
+    let event = settled(&app, &key, &id, "failed").await;
+    for delivery in event["notification"]["deliveries"]
+        .as_array()
+        .expect("deliveries")
+    {
+        assert_eq!(delivery["state"], "failed", "{event}");
+        assert_eq!(delivery["attempts"], 1, "refused, not retried: {event}");
+        let error = delivery["error"].as_str().expect("error");
+        assert!(error.contains("not contacted"), "{error}");
+    }
+    assert_eq!(service.connections(), 0, "nothing connected");
+    app.stop().await;
+}
+
+async fn fcm_devices_are_stored_listed_and_logged(kind: StoreKind) {
+    let service = PushService::start().await;
+    let app = app_with(kind, &service, |_| {}).await;
+    let (key, _) = app.new_key().await;
+    let body = json!({ "kind": "fcm", "token": "fcm-token:APA91b-1", "channels": ["payments"] });
+    let first = Reply::of(app.post("/v1/devices", &key, &body).await).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    assert_eq!(first.body["data"]["kind"], "fcm");
+    assert_eq!(first.body["data"]["token"], "fcm-token:APA91b-1");
+    let again = Reply::of(app.post("/v1/devices", &key, &body).await).await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.body["data"]["id"], first.body["data"]["id"]);
+    let apns = json!({ "token": "ab".repeat(32), "environment": "sandbox" });
+    let apns = Reply::of(app.post("/v1/devices", &key, &apns).await).await;
+    assert_eq!(apns.status, 201, "{}", apns.body);
+    assert_eq!(
+        apns.body["data"]["kind"], "apns",
+        "apns is the default kind"
+    );
+    let listed = Reply::of(app.get_as("/v1/devices", &key).await).await;
+    let kinds: Vec<&Value> = listed.body["data"]["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .map(|d| &d["kind"])
+        .collect();
+    assert_eq!(kinds, vec!["fcm", "apns"]);
+    // Without FCM or APNs credentials, their pushes are logged: the
+    // deliveries say so.
+    let id = event(&app, &key).await;
+    let event = settled(&app, &key, &id, "delivered").await;
+    for delivery in event["notification"]["deliveries"]
+        .as_array()
+        .expect("deliveries")
+    {
+        assert_eq!(delivery["provider"], "log", "{event}");
+    }
+    app.stop().await;
+}
+
+async fn the_webpush_key_is_404_when_not_configured(kind: StoreKind) {
+    let app = TestApp::spawn(kind).await;
+    let reply = Reply::of(app.get("/v1/webpush/key").await).await;
+    reply.assert_error_envelope(404);
+    app.stop().await;
+}
+
+for_each_store!(
+    a_subscription_gets_the_event_once_signed_and_encrypted,
+    gone_subscriptions_are_deactivated_and_413_is_rejected,
+    a_429_is_retried_no_sooner_than_retry_after,
+    unsafe_endpoints_are_refused_at_registration,
+    endpoints_are_checked_again_at_send,
+    fcm_devices_are_stored_listed_and_logged,
+    the_webpush_key_is_404_when_not_configured,
+);
