@@ -8,8 +8,9 @@
 //! [`query`] (unknown and unparsable query parameters) → the
 //! handlers in [`api`], whose bodies are checked by [`validation`] against
 //! the schemas [`openapi`] publishes. [`routes`] is the one rule for which
-//! routes need a key and take an `Idempotency-Key`. [`feed`] serves the
-//! feed page at `/`, a browser client of the read API.
+//! routes need a key and take an `Idempotency-Key`. [`pages`] serves the
+//! browser pages: the feed at `/` (a client of the read API) and the
+//! dashboard at `/dashboard` (a client of the admin API).
 //!
 //! Beside the requests, background tasks: the [`outbox`] relay, the [`tail`]
 //! that live streams follow (what every replica records), and
@@ -29,13 +30,13 @@ pub mod cli;
 pub mod config;
 mod cors;
 mod error;
-mod feed;
 mod gate;
 mod header_limit;
 mod idempotency;
 mod metrics;
 mod openapi;
 mod outbox;
+mod pages;
 mod query;
 mod rate_limit;
 mod request_id;
