@@ -4,6 +4,8 @@
 //! services' dependency tree.
 //! `cargo test -p tocsin-tests --test tools`.
 
+mod browser;
+mod dashboard;
 mod dependencies;
 mod deploy;
 mod docs;
