@@ -29,6 +29,8 @@ pub struct Config {
     pub requeue_after_seconds: NonZeroU64,
     pub rate_limit_per_minute: NonZeroU32,
     pub auth_failures_per_minute: NonZeroU32,
+    pub admin_auth_failures_per_minute: NonZeroU32,
+    pub last_used_flush_ms: NonZeroU64,
     pub anonymous_rate_limit_per_minute: NonZeroU32,
     pub max_body_bytes: usize,
     pub max_headers: usize,

@@ -68,6 +68,9 @@ pub enum ApiError {
     MethodNotAllowed,
     #[error("a request with this Idempotency-Key is still in progress; retry later")]
     IdempotencyInFlight,
+    /// A write the current state refuses (a name taken, a revoked key).
+    #[error("{0}")]
+    Conflict(String),
     #[error("request body is larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
     #[error(
@@ -101,7 +104,7 @@ impl ApiError {
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MissingScope(_) | Self::OriginNotAllowed => StatusCode::FORBIDDEN,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::IdempotencyInFlight => StatusCode::CONFLICT,
+            Self::IdempotencyInFlight | Self::Conflict(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,

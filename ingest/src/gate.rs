@@ -1,6 +1,8 @@
-//! The gate every request passes: authentication for `/v1`, then the rate
-//! limit that applies (the key's, the address's failed-authentication one,
-//! or the address's anonymous one), then the scope the route needs. Whatever
+//! The gate every request passes: authentication for `/v1` (an API key) and
+//! `/admin/v1` (an admin token), then the rate limit that applies (the
+//! key's or admin's, the address's failed-authentication one for that kind
+//! of credential, or the address's anonymous one), then the scope the route
+//! needs. Whatever
 //! the outcome, the response carries the `X-RateLimit-*` headers of the
 //! limit that was applied.
 
@@ -9,9 +11,10 @@ use std::{net::IpAddr, sync::Arc};
 use poem::{Endpoint, IntoResponse, Request, Response, web::RemoteAddr};
 
 use crate::{
-    auth::{AuthError, authenticate},
+    admin::AdminContext,
+    auth::{AuthError, authenticate, authenticate_admin},
     error::{ApiError, rendered},
-    rate_limit::Decision,
+    rate_limit::{Credential, Decision},
     request_id::RequestId,
     routes::{self, Access},
     state::AppState,
@@ -42,7 +45,12 @@ pub async fn gate<E: Endpoint>(
     let addr = client_addr(&req, state.config.trust_forwarded_for);
     let limits = &state.rate_limits;
 
-    let anonymous = routes::access(req.uri().path()) == Access::Anonymous;
+    let access = routes::access(req.uri().path());
+    let anonymous = access == Access::Anonymous;
+    let credential = match access {
+        Access::Admin => Credential::AdminToken,
+        _ => Credential::ApiKey,
+    };
     // A key without the route's scope is authenticated: its refusal counts
     // against the key's quota like any request, never as a failed
     // authentication of the address.
@@ -52,28 +60,45 @@ pub async fn gate<E: Endpoint>(
     } else if let Some(Decision::Limited {
         info,
         retry_after_secs,
-    }) = limits.locked_out(addr)
+    }) = limits.locked_out(credential, addr)
     {
         // This address has used up its failed-authentication quota: refuse
-        // before even looking the key up, so guessing gets no answer at all.
+        // before even looking the secret up, so guessing gets no answer.
         state.metrics.rate_limited("auth_failures");
         return Ok(limited(info, retry_after_secs, request_id));
     } else {
-        match authenticate(state.store.as_ref(), req.headers()).await {
-            Ok(auth) => {
-                let decision = limits.check_key(auth.key_id, auth.rate_limit);
-                missing_scope = routes::required_scope(req.method(), req.uri().path())
-                    .filter(|scope| !auth.allows(*scope));
-                req.extensions_mut().insert(auth);
-                decision
-            }
+        let authenticated = if access == Access::Admin {
+            authenticate_admin(state.store.as_ref(), req.headers())
+                .await
+                .map(|admin| {
+                    let decision = limits.check_key(admin.id, None);
+                    req.extensions_mut().insert(AdminContext {
+                        admin,
+                        address: addr,
+                    });
+                    decision
+                })
+        } else {
+            authenticate(state.store.as_ref(), req.headers())
+                .await
+                .map(|auth| {
+                    let decision = limits.check_key(auth.key_id, auth.rate_limit);
+                    state.last_used.record(auth.key_id, common::time::now());
+                    missing_scope = routes::required_scope(req.method(), req.uri().path())
+                        .filter(|scope| !auth.allows(*scope));
+                    req.extensions_mut().insert(auth);
+                    decision
+                })
+        };
+        match authenticated {
+            Ok(decision) => decision,
             Err(AuthError::Store(e)) => {
                 let mut response = ApiError::from(e).render(request_id);
                 limits.check_anonymous(addr).info().apply(&mut response);
                 return Ok(response);
             }
             Err(rejection) => {
-                let decision = limits.check_auth_failure(addr);
+                let decision = limits.check_auth_failure(credential, addr);
                 tracing::info!(%addr, reason = rejection.message(), "authentication failed");
                 let mut response = match decision {
                     Decision::Allowed(_) => {

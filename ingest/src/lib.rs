@@ -8,7 +8,8 @@
 //! [`query`] (unknown and unparsable query parameters) → the
 //! handlers in [`api`], whose bodies are checked by [`validation`] against
 //! the schemas [`openapi`] publishes. [`routes`] is the one rule for which
-//! routes need a key and take an `Idempotency-Key`. [`pages`] serves the
+//! routes need a key (or, under `/admin/v1`, an admin token: [`admin`] is
+//! the admin API) and take an `Idempotency-Key`. [`pages`] serves the
 //! browser pages: the feed at `/` (a client of the read API) and the
 //! dashboard at `/dashboard` (a client of the admin API).
 //!
@@ -22,8 +23,10 @@
 //! and, in embedded mode, runs a notifier worker on the other end of an
 //! in-process queue.
 
+mod admin;
 mod allow;
 mod api;
+mod audit;
 mod auth;
 mod body_limit;
 pub mod cli;
@@ -33,6 +36,7 @@ mod error;
 mod gate;
 mod header_limit;
 mod idempotency;
+mod last_used;
 mod metrics;
 mod openapi;
 mod outbox;

@@ -14,6 +14,7 @@ use poem_openapi::{OpenApiService, registry::Registry, types::Type};
 use serde_json::{Value, json};
 
 use crate::{
+    admin::AdminApis,
     api::{
         channels::ChannelsApi, devices::DevicesApi, events::EventsApi, health::HealthApi,
         identify::IdentifyApi, stats::StatsApi, stream::StreamApi,
@@ -29,6 +30,7 @@ pub type Apis = (
     StatsApi,
     StreamApi,
     HealthApi,
+    AdminApis,
 );
 
 /// The version stamped into the document.
@@ -57,7 +59,12 @@ response with `X-Idempotent-Replay: true`; the same key with a different body \
 gets 422, and while the first request is still running 409.
 
 A method a route does not support gets 405 with `Allow` listing the ones it \
-does.";
+does.
+
+The admin API under `/admin/v1` (tag Admin) is for operators and the dashboard: \
+it takes an admin token (`Authorization: Bearer tocsinadm_…`, made with \
+`ingest admin create`), never an API key, and an API key is never accepted there \
+(401 either way).";
 
 /// Wraps the APIs in a service with the document's metadata.
 pub fn service(apis: Apis) -> OpenApiService<Apis, ()> {

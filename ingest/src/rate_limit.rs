@@ -1,6 +1,8 @@
 //! Rate limits with governor: per API key (default or the key's own quota),
-//! per client address for failed authentication, and per client address on
-//! the routes that need no key. Every decision carries what the
+//! per client address for failed authentication (one bucket for API keys,
+//! one for admin tokens, so a mistyped dashboard token never locks API
+//! clients behind the same address out), and per client address on the
+//! routes that need no key. Every decision carries what the
 //! `X-RateLimit-*` headers report.
 //!
 //! governor keeps its state in this process: replicas behind a load balancer
@@ -70,16 +72,45 @@ struct KeyLimiter {
     limiter: Direct,
 }
 
+/// Failed authentications of one kind of credential, per address.
+pub struct FailureBucket {
+    per_address: (u32, Keyed<IpAddr>),
+    /// Addresses refused outright until the instant given, after using up
+    /// their failed-authentication quota.
+    lockouts: DashMap<IpAddr, Instant>,
+}
+
+/// Which failed-authentication bucket a request counts in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    ApiKey,
+    AdminToken,
+}
+
 /// All of the service's limiters.
 pub struct RateLimits {
     default_per_minute: u32,
     keys: DashMap<Uuid, Arc<KeyLimiter>>,
-    auth_failures: (u32, Keyed<IpAddr>),
+    auth_failures: FailureBucket,
+    admin_failures: FailureBucket,
     anonymous: (u32, Keyed<IpAddr>),
-    /// Addresses refused outright until the instant given, after using up
-    /// their failed-authentication quota.
-    lockouts: DashMap<IpAddr, Instant>,
     clock: DefaultClock,
+}
+
+fn keyed(n: u32) -> (u32, Keyed<IpAddr>) {
+    (
+        n,
+        DefaultKeyedRateLimiter::keyed(quota(n)).with_middleware::<StateInformationMiddleware>(),
+    )
+}
+
+impl FailureBucket {
+    fn new(per_minute: u32) -> Self {
+        Self {
+            per_address: keyed(per_minute),
+            lockouts: DashMap::new(),
+        }
+    }
 }
 
 fn quota(per_minute: u32) -> Quota {
@@ -98,20 +129,26 @@ impl RateLimits {
         auth_failures_per_minute: u32,
         anonymous_per_minute: u32,
     ) -> Self {
-        let keyed = |n| {
-            (
-                n,
-                DefaultKeyedRateLimiter::keyed(quota(n))
-                    .with_middleware::<StateInformationMiddleware>(),
-            )
-        };
         Self {
             default_per_minute,
             keys: DashMap::new(),
-            auth_failures: keyed(auth_failures_per_minute),
+            auth_failures: FailureBucket::new(auth_failures_per_minute),
+            admin_failures: FailureBucket::new(auth_failures_per_minute),
             anonymous: keyed(anonymous_per_minute),
-            lockouts: DashMap::new(),
             clock: DefaultClock::default(),
+        }
+    }
+
+    /// With a quota of its own for failed admin authentications.
+    pub fn with_admin_failures(mut self, per_minute: u32) -> Self {
+        self.admin_failures = FailureBucket::new(per_minute);
+        self
+    }
+
+    fn bucket(&self, credential: Credential) -> &FailureBucket {
+        match credential {
+            Credential::ApiKey => &self.auth_failures,
+            Credential::AdminToken => &self.admin_failures,
         }
     }
 
@@ -148,30 +185,35 @@ impl RateLimits {
         self.decide(per_minute, limiter.limiter.check())
     }
 
-    /// Counts one failed authentication from `addr`. Once the quota is used
-    /// up, the address is locked out until it refills a little.
-    pub fn check_auth_failure(&self, addr: IpAddr) -> Decision {
-        let (n, limiter) = &self.auth_failures;
+    /// Counts one failed authentication with `credential` from `addr`. Once
+    /// the quota is used up, the address is locked out (for that kind of
+    /// credential) until it refills a little.
+    pub fn check_auth_failure(&self, credential: Credential, addr: IpAddr) -> Decision {
+        let bucket = self.bucket(credential);
+        let (n, limiter) = &bucket.per_address;
         let decision = self.decide(*n, limiter.check_key(&addr));
         if let Decision::Limited {
             retry_after_secs, ..
         } = decision
         {
-            self.lockouts
+            bucket
+                .lockouts
                 .insert(addr, Instant::now() + Duration::from_secs(retry_after_secs));
         }
         decision
     }
 
-    /// The refusal for an address that is locked out, if it is.
-    pub fn locked_out(&self, addr: IpAddr) -> Option<Decision> {
-        let until = *self.lockouts.get(&addr)?;
+    /// The refusal for an address that is locked out for `credential`, if
+    /// it is.
+    pub fn locked_out(&self, credential: Credential, addr: IpAddr) -> Option<Decision> {
+        let bucket = self.bucket(credential);
+        let until = *bucket.lockouts.get(&addr)?;
         let left = until.checked_duration_since(Instant::now());
         let Some(left) = left.filter(|d| !d.is_zero()) else {
-            self.lockouts.remove(&addr);
+            bucket.lockouts.remove(&addr);
             return None;
         };
-        let per_minute = self.auth_failures.0;
+        let per_minute = bucket.per_address.0;
         let interval = Duration::from_secs(60) / per_minute.max(1);
         let reset = (unix_now() + left + interval * (per_minute - 1))
             .as_secs_f64()
@@ -195,12 +237,18 @@ impl RateLimits {
     /// Forgets per-address state that has fully replenished, so memory stays
     /// bounded by recent clients. Call periodically.
     pub fn forget_idle(&self) {
-        for (_, limiter) in [&self.auth_failures, &self.anonymous] {
+        for (_, limiter) in [
+            &self.auth_failures.per_address,
+            &self.admin_failures.per_address,
+            &self.anonymous,
+        ] {
             limiter.retain_recent();
             limiter.shrink_to_fit();
         }
         let now = Instant::now();
-        self.lockouts.retain(|_, until| *until > now);
+        for bucket in [&self.auth_failures, &self.admin_failures] {
+            bucket.lockouts.retain(|_, until| *until > now);
+        }
     }
 
     fn decide(

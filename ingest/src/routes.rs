@@ -1,6 +1,6 @@
 //! The one rule for what a route asks of a request: whether it needs an API
-//! key, which scope the key must have, and whether it takes an
-//! `Idempotency-Key`. The gate, the idempotency layer and the OpenAPI
+//! key or an admin token, which scope the key must have, and whether it
+//! takes an `Idempotency-Key`. The gate, the idempotency layer and the OpenAPI
 //! document all read it, so the three cannot drift.
 
 use common::store::KeyScope;
@@ -8,6 +8,9 @@ use poem::http::Method;
 
 /// The versioned API: every route under it needs an API key.
 const API_PREFIX: &str = "/v1";
+
+/// The admin API: every route under it needs an admin token.
+pub const ADMIN_PREFIX: &str = "/admin/v1";
 
 /// What a route asks for before it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,15 +20,23 @@ pub enum Access {
     Anonymous,
     /// The API: a bearer API key, and its rate limit.
     ApiKey,
+    /// The admin API: a bearer admin token; failed attempts count in a
+    /// bucket of their own.
+    Admin,
+}
+
+/// Whether `path` is `prefix` or below it.
+fn under(path: &str, prefix: &str) -> bool {
+    path.strip_prefix(prefix)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// What `path` asks for.
 pub fn access(path: &str) -> Access {
-    let under_api = path
-        .strip_prefix(API_PREFIX)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
-    if under_api {
+    if under(path, API_PREFIX) {
         Access::ApiKey
+    } else if under(path, ADMIN_PREFIX) {
+        Access::Admin
     } else {
         Access::Anonymous
     }
@@ -93,7 +104,23 @@ mod tests {
         for path in ["/v1", "/v1/events", "/v1/devices/abc"] {
             assert_eq!(access(path), Access::ApiKey, "{path}");
         }
-        for path in ["/", "/v10/events", "/v1events", "/healthz", "/openapi.json"] {
+        for path in [
+            "/admin/v1",
+            "/admin/v1/projects",
+            "/admin/v1/keys/abc/rotate",
+        ] {
+            assert_eq!(access(path), Access::Admin, "{path}");
+        }
+        for path in [
+            "/",
+            "/v10/events",
+            "/v1events",
+            "/healthz",
+            "/openapi.json",
+            "/admin",
+            "/admin/v10",
+            "/dashboard",
+        ] {
             assert_eq!(access(path), Access::Anonymous, "{path}");
         }
     }
@@ -140,5 +167,6 @@ mod tests {
         assert!(!is_idempotent(&Method::DELETE, "/v1/devices/abc"));
         assert!(!is_idempotent(&Method::GET, "/v1/events/abc"));
         assert!(!is_idempotent(&Method::POST, "/healthz"));
+        assert!(!is_idempotent(&Method::POST, "/admin/v1/organizations"));
     }
 }

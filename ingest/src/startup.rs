@@ -48,7 +48,8 @@ pub struct Application {
     state: Arc<AppState>,
     app: poem::endpoint::BoxEndpoint<'static, poem::Response>,
     stop: watch::Sender<bool>,
-    /// The outbox relay, then the tail and retention, each stopped by `stop`.
+    /// The outbox relay, then the tail, the last-use writer and retention,
+    /// each stopped by `stop`.
     background: Vec<JoinHandle<()>>,
 }
 
@@ -83,6 +84,11 @@ impl Application {
         background.push(tokio::spawn(
             Arc::clone(&state.tail).run(state.config.stream_poll_interval()),
         ));
+        background.push(tokio::spawn(Arc::clone(&state.last_used).run(
+            Arc::clone(&state.store),
+            Duration::from_millis(state.config.last_used_flush_ms.get()),
+            stopped.clone(),
+        )));
         if let Some(retention) = state.config.retention() {
             background.push(tokio::spawn(retention.run(
                 Arc::clone(&state.store),
@@ -174,6 +180,7 @@ fn routes(
         HealthApi {
             state: Arc::clone(&state),
         },
+        crate::admin::apis(&state),
     ));
     let document = openapi::document(&service);
     let validators = Arc::new(SchemaValidators::from_openapi(&document)?);

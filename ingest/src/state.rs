@@ -5,8 +5,8 @@ use std::sync::Arc;
 use common::store::Store;
 
 use crate::{
-    api::stream::StreamSlots, config::Config, metrics::IngestMetrics, outbox::Outbox,
-    rate_limit::RateLimits, tail::Tail,
+    api::stream::StreamSlots, config::Config, last_used::LastUsed, metrics::IngestMetrics,
+    outbox::Outbox, rate_limit::RateLimits, tail::Tail,
 };
 
 pub struct AppState {
@@ -19,6 +19,8 @@ pub struct AppState {
     pub tail: Arc<Tail>,
     /// The streams each key holds open.
     pub streams: StreamSlots,
+    /// When each key was last used, until written.
+    pub last_used: Arc<LastUsed>,
 }
 
 impl AppState {
@@ -32,7 +34,8 @@ impl AppState {
             config.rate_limit_per_minute.get(),
             config.auth_failures_per_minute.get(),
             config.anonymous_rate_limit_per_minute.get(),
-        );
+        )
+        .with_admin_failures(config.admin_auth_failures_per_minute.get());
         let tail = Tail::new(Arc::clone(&store), config.stream_lookback());
         let streams = StreamSlots::new(config.streams_per_key, metrics.open_streams.clone());
         Self {
@@ -43,6 +46,7 @@ impl AppState {
             metrics,
             tail,
             streams,
+            last_used: Arc::default(),
         }
     }
 }

@@ -138,26 +138,68 @@ impl<T: ParseFromJSON> ParsePayload for ValidatedJson<T> {
     const IS_REQUIRED: bool = true;
 
     async fn from_request(request: &Request, body: &mut RequestBody) -> poem::Result<Self> {
-        let validators = request
-            .data::<Arc<SchemaValidators>>()
-            .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("schema validators missing")))?;
         let bytes = body.take()?.into_bytes().await?;
         if bytes.is_empty() {
             return Err(ApiError::MalformedJson("the request body is empty".into()).into());
         }
-        let value: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| ApiError::MalformedJson(format!("invalid JSON: {e}")))?;
-        validators
-            .check(&T::name(), &value)
-            .map_err(ApiError::Validation)?;
-        let parsed = T::parse_from_json(Some(value)).map_err(|e| {
-            // The schema and the type disagree: a bug, not the client's fault.
-            ApiError::Internal(anyhow::anyhow!(
-                "validated body does not parse: {}",
-                e.into_message()
-            ))
-        })?;
-        Ok(Self(parsed))
+        Ok(Self(parse_validated(request, &bytes)?))
+    }
+}
+
+/// A body checked against `T`'s published schema, then parsed.
+fn parse_validated<T: ParseFromJSON>(request: &Request, bytes: &[u8]) -> poem::Result<T> {
+    let validators = request
+        .data::<Arc<SchemaValidators>>()
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("schema validators missing")))?;
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::MalformedJson(format!("invalid JSON: {e}")))?;
+    validators
+        .check(&T::name(), &value)
+        .map_err(ApiError::Validation)?;
+    T::parse_from_json(Some(value)).map_err(|e| {
+        // The schema and the type disagree: a bug, not the client's fault.
+        ApiError::Internal(anyhow::anyhow!(
+            "validated body does not parse: {}",
+            e.into_message()
+        ))
+        .into()
+    })
+}
+
+/// Like [`ValidatedJson`], for a body whose every field is optional: a
+/// request may leave it out altogether, and gets `T::default()`.
+pub struct MaybeJson<T>(pub T);
+
+impl<'a, T: ParseFromJSON + Default> ApiExtractor<'a> for MaybeJson<T> {
+    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::RequestObject];
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+
+    fn request_meta() -> Option<MetaRequest> {
+        <ValidatedJson<T> as ApiExtractor>::request_meta().map(|meta| MetaRequest {
+            required: false,
+            ..meta
+        })
+    }
+
+    async fn from_request(
+        request: &'a Request,
+        body: &mut RequestBody,
+        _param_opts: ExtractParamOptions<Self::ParamType>,
+    ) -> poem::Result<Self> {
+        let bytes = body.take()?.into_bytes().await?;
+        if bytes.is_empty() {
+            return Ok(Self(T::default()));
+        }
+        let content_type = request.content_type();
+        if !content_type.is_some_and(<ValidatedJson<T> as Payload>::check_content_type) {
+            return Err(ApiError::UnsupportedMediaType.into());
+        }
+        Ok(Self(parse_validated(request, &bytes)?))
     }
 }
 

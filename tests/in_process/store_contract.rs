@@ -46,6 +46,9 @@ fn api_key(scopes: Vec<KeyScope>) -> ApiKey {
         scopes,
         created_at: common::time::now(),
         revoked_at: None,
+        previous_hash: None,
+        previous_expires_at: None,
+        last_used_at: None,
     }
 }
 

@@ -22,11 +22,30 @@ pub struct ApiKey {
     pub scopes: Vec<KeyScope>,
     pub created_at: DateTime<Utc>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// After a rotation: the hash of the secret it replaced, which keeps
+    /// working until `previous_expires_at`.
+    pub previous_hash: Option<String>,
+    pub previous_expires_at: Option<DateTime<Utc>>,
+    /// When it was last used, as last written (at most once a minute).
+    pub last_used_at: Option<DateTime<Utc>>,
 }
 
 impl ApiKey {
     pub fn is_active(&self) -> bool {
         self.revoked_at.is_none()
+    }
+
+    /// Whether a secret with this hash is (still) this key's at `now`: the
+    /// current one, or the one it replaced while its grace lasts.
+    pub fn accepts(&self, hash: &str, now: DateTime<Utc>) -> bool {
+        self.hash == hash
+            || (self.previous_hash.as_deref() == Some(hash)
+                && self.previous_expires_at.is_some_and(|until| now < until))
+    }
+
+    /// When the secret a rotation replaced stops working, while it works.
+    pub fn previous_secret_expires(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.previous_expires_at.filter(|until| now < *until)
     }
 
     /// Whether the key has `scope`.

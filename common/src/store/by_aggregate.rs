@@ -21,10 +21,10 @@ macro_rules! impl_store_by_aggregate {
             use uuid::Uuid;
 
             use $crate::store::{
-                ApiKey, Bucket, ChannelStats, Delivery, DeliveryClaim, Device, DeviceRegistration,
-                Event, EventFilter, EventPosition, IdempotencyBegin, Identity, Inserted,
-                NotificationState, Purged, Scope, Store, StoreResult, StoredResponse,
-                lease::ClaimRequest,
+                Admin, ApiKey, AuditEntry, Bucket, ChannelStats, Delivery, DeliveryClaim, Device,
+                DeviceRegistration, Event, EventFilter, EventPosition, IdempotencyBegin, Identity,
+                Inserted, NameTaken, NotificationState, Organization, Project, Purged, Scope,
+                Store, StoreResult, StoredResponse, lease::ClaimRequest,
             };
 
             #[async_trait::async_trait]
@@ -44,6 +44,80 @@ macro_rules! impl_store_by_aggregate {
                 }
                 async fn revoke_api_key(&self, id: Uuid, at: DateTime<Utc>) -> StoreResult<bool> {
                     keys::revoke(self, id, at).await
+                }
+                async fn get_api_key(&self, id: Uuid) -> StoreResult<Option<ApiKey>> {
+                    keys::get(self, id).await
+                }
+                async fn rotate_api_key(
+                    &self,
+                    id: Uuid,
+                    hash: &str,
+                    prefix: &str,
+                    previous_expires_at: DateTime<Utc>,
+                ) -> StoreResult<bool> {
+                    keys::rotate(self, id, hash, prefix, previous_expires_at).await
+                }
+                async fn set_keys_last_used(
+                    &self,
+                    uses: &[(Uuid, DateTime<Utc>)],
+                ) -> StoreResult<()> {
+                    keys::set_last_used(self, uses).await
+                }
+
+                async fn list_organizations(&self) -> StoreResult<Vec<Organization>> {
+                    tenancy::list_organizations(self).await
+                }
+                async fn insert_organization(
+                    &self,
+                    organization: &Organization,
+                ) -> StoreResult<Result<(), NameTaken>> {
+                    tenancy::insert_organization(self, organization).await
+                }
+                async fn rename_organization(
+                    &self,
+                    id: Uuid,
+                    name: &str,
+                ) -> StoreResult<Result<bool, NameTaken>> {
+                    tenancy::rename_organization(self, id, name).await
+                }
+                async fn list_projects(&self) -> StoreResult<Vec<Project>> {
+                    tenancy::list_projects(self).await
+                }
+                async fn insert_project(
+                    &self,
+                    project: &Project,
+                ) -> StoreResult<Result<(), NameTaken>> {
+                    tenancy::insert_project(self, project).await
+                }
+                async fn rename_project(
+                    &self,
+                    id: Uuid,
+                    name: &str,
+                ) -> StoreResult<Result<bool, NameTaken>> {
+                    tenancy::rename_project(self, id, name).await
+                }
+
+                async fn insert_admin(&self, admin: &Admin) -> StoreResult<()> {
+                    admins::insert(self, admin).await
+                }
+                async fn find_admin_by_hash(&self, hash: &str) -> StoreResult<Option<Admin>> {
+                    admins::find_by_hash(self, hash).await
+                }
+                async fn list_admins(&self) -> StoreResult<Vec<Admin>> {
+                    admins::list(self).await
+                }
+                async fn revoke_admin(&self, id: Uuid, at: DateTime<Utc>) -> StoreResult<bool> {
+                    admins::revoke(self, id, at).await
+                }
+                async fn insert_audit(&self, entry: &AuditEntry) -> StoreResult<()> {
+                    admins::insert_audit(self, entry).await
+                }
+                async fn list_audit(
+                    &self,
+                    before: Option<Uuid>,
+                    limit: u32,
+                ) -> StoreResult<Vec<AuditEntry>> {
+                    admins::list_audit(self, before, limit).await
                 }
 
                 async fn insert_event(&self, event: &Event) -> StoreResult<Inserted> {

@@ -3,14 +3,17 @@
 //! SQLite file for single-binary use. One contract test suite
 //! (`tests/in_process/store_contract.rs`) runs against both.
 
+mod admin;
 mod api_key;
 mod by_aggregate;
 mod deadline;
 mod describe;
+pub mod layer;
 pub mod lease;
 mod model;
 pub mod mongo;
 pub mod sqlite;
+pub mod tenancy;
 
 use std::{sync::Arc, time::Duration};
 
@@ -19,6 +22,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+pub use self::admin::{Actor, Admin, AuditEntry, AuditTarget};
 pub use self::api_key::{ApiKey, KeyScope};
 use self::deadline::Deadline;
 pub use self::model::{
@@ -26,6 +30,7 @@ pub use self::model::{
     DeviceRegistration, Event, EventFilter, EventPosition, IdempotencyBegin, Identity, Inserted,
     NotificationState, Purged, Scope, StoredResponse,
 };
+pub use self::tenancy::{NameTaken, Organization, Project};
 
 /// Why a store call failed. Callers map `Unavailable` to 503 and everything
 /// else to an opaque 500; the cause is kept for the log.
@@ -61,12 +66,64 @@ pub trait Store: Send + Sync + 'static {
 
     /// Stores a new API key (only its hash).
     async fn insert_api_key(&self, key: &ApiKey) -> StoreResult<()>;
-    /// Finds a key by the hash of its secret, revoked or not.
+    /// Finds a key by the hash of its secret, or of the secret its last
+    /// rotation replaced (expired or not: [`ApiKey::accepts`] decides),
+    /// revoked or not.
     async fn find_api_key_by_hash(&self, hash: &str) -> StoreResult<Option<ApiKey>>;
+    /// One key by id, revoked or not.
+    async fn get_api_key(&self, id: Uuid) -> StoreResult<Option<ApiKey>>;
     /// All keys, oldest first.
     async fn list_api_keys(&self) -> StoreResult<Vec<ApiKey>>;
     /// Marks a key revoked. Returns false when no active key has that id.
     async fn revoke_api_key(&self, id: Uuid, at: DateTime<Utc>) -> StoreResult<bool>;
+    /// Gives an active key a new secret (`hash`, `prefix`); the secret it
+    /// had keeps working until `previous_expires_at`. Returns false when no
+    /// active key has that id.
+    async fn rotate_api_key(
+        &self,
+        id: Uuid,
+        hash: &str,
+        prefix: &str,
+        previous_expires_at: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    /// Records when each key was last used (one batch of what ingest kept
+    /// in memory).
+    async fn set_keys_last_used(&self, uses: &[(Uuid, DateTime<Utc>)]) -> StoreResult<()>;
+
+    /// Every organization, by name.
+    async fn list_organizations(&self) -> StoreResult<Vec<Organization>>;
+    /// Stores a new organization, unless its name is another's name or slug.
+    async fn insert_organization(
+        &self,
+        organization: &Organization,
+    ) -> StoreResult<Result<(), NameTaken>>;
+    /// Renames an organization (its slug stays); `Ok(false)` when unknown.
+    async fn rename_organization(
+        &self,
+        id: Uuid,
+        name: &str,
+    ) -> StoreResult<Result<bool, NameTaken>>;
+    /// Every project of every organization, by name.
+    async fn list_projects(&self) -> StoreResult<Vec<Project>>;
+    /// Stores a new project, unless its name is a sibling's name or slug.
+    async fn insert_project(&self, project: &Project) -> StoreResult<Result<(), NameTaken>>;
+    /// Renames a project (its slug stays); `Ok(false)` when unknown.
+    async fn rename_project(&self, id: Uuid, name: &str) -> StoreResult<Result<bool, NameTaken>>;
+
+    /// Stores a new admin token (only its hash).
+    async fn insert_admin(&self, admin: &Admin) -> StoreResult<()>;
+    /// Finds an admin by the hash of its token, revoked or not.
+    async fn find_admin_by_hash(&self, hash: &str) -> StoreResult<Option<Admin>>;
+    /// Every admin, oldest first.
+    async fn list_admins(&self) -> StoreResult<Vec<Admin>>;
+    /// Marks an admin revoked. Returns false when no active admin has that id.
+    async fn revoke_admin(&self, id: Uuid, at: DateTime<Utc>) -> StoreResult<bool>;
+
+    /// Appends an entry to the audit log.
+    async fn insert_audit(&self, entry: &AuditEntry) -> StoreResult<()>;
+    /// The audit log newest first, only entries before `before` (the last
+    /// of the previous page), at most `limit`.
+    async fn list_audit(&self, before: Option<Uuid>, limit: u32) -> StoreResult<Vec<AuditEntry>>;
 
     /// Stores an event and creates its channel if this is the channel's
     /// first event. An event with this id already stored (a retry of a
@@ -279,5 +336,8 @@ pub async fn open(config: &StoreConfig, deadline: Duration) -> StoreResult<Arc<d
             Arc::new(sqlite::SqliteStore::open_with(path, *synchronous).await?)
         }
     };
-    Ok(Arc::new(Deadline::new(inner, deadline)))
+    Ok(Arc::new(layer::Layered::new(
+        inner,
+        Deadline::new(deadline),
+    )))
 }

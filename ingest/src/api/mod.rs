@@ -28,6 +28,10 @@ pub enum ApiTags {
     Devices,
     /// Liveness and readiness probes.
     Health,
+    /// The admin API (`/admin/v1`), what the dashboard uses: organizations,
+    /// projects, their API keys and devices, and the audit log. It takes an
+    /// admin token (`ingest admin create`), never an API key.
+    Admin,
 }
 
 /// The body of every successful response.

@@ -86,8 +86,8 @@ fn replay_header() -> Value {
 
 /// What one operation is, as far as the middleware is concerned.
 struct Shape {
-    /// The gate asks for an API key.
-    authenticated: bool,
+    /// What the gate asks for.
+    access: Access,
     /// The scope the gate asks the key to have.
     scope: Option<KeyScope>,
     /// The idempotency layer reads `Idempotency-Key`.
@@ -96,6 +96,8 @@ struct Shape {
     names_a_resource: bool,
     /// It reads a JSON body.
     has_body: bool,
+    /// It changes something (POST, PATCH).
+    writes: bool,
 }
 
 /// Every error status an operation can answer, with when. The layers run
@@ -131,10 +133,30 @@ fn errors(shape: &Shape) -> Vec<(&'static str, Value)> {
             error_response("The store is unreachable; retry later.", true),
         ),
     ];
-    if shape.authenticated {
-        errors.push((
+    match shape.access {
+        Access::ApiKey => errors.push((
             "401",
-            error_response("Missing, malformed, unknown or revoked API key.", false),
+            error_response(
+                "Missing, malformed, unknown or revoked API key (or an admin token).",
+                false,
+            ),
+        )),
+        Access::Admin => errors.push((
+            "401",
+            error_response(
+                "Missing, malformed, unknown or revoked admin token (or an API key).",
+                false,
+            ),
+        )),
+        Access::Anonymous => {}
+    }
+    if shape.access == Access::Admin && shape.writes {
+        errors.push((
+            "409",
+            error_response(
+                "The name is taken within its parent, or the key is revoked.",
+                false,
+            ),
         ));
     }
     if let Some(scope) = shape.scope {
@@ -202,11 +224,12 @@ pub fn complete(doc: &mut Value) {
             let method = Method::from_bytes(method.to_uppercase().as_bytes())
                 .expect("the document's operations are HTTP methods");
             let shape = Shape {
-                authenticated: routes::access(path) == Access::ApiKey,
+                access: routes::access(path),
                 scope: routes::required_scope(&method, path),
                 idempotent: routes::is_idempotent(&method, path),
                 names_a_resource: path.contains('{'),
                 has_body: op.contains_key("requestBody"),
+                writes: method == Method::POST || method == Method::PATCH,
             };
             complete_operation(op, &shape);
         }
@@ -222,8 +245,14 @@ pub fn complete(doc: &mut Value) {
                 "type": "http",
                 "scheme": "bearer",
                 "bearerFormat": "tocsin_ followed by 43 base64url characters",
-                "description": "An API key created with `ingest keys create`.",
-            }
+                "description": "An API key created with `ingest keys create` or the admin API.",
+            },
+            "adminToken": {
+                "type": "http",
+                "scheme": "bearer",
+                "bearerFormat": "tocsinadm_ followed by 43 base64url characters",
+                "description": "An admin token created with `ingest admin create`.",
+            },
         }),
     );
     let mut method_not_allowed =
@@ -282,8 +311,9 @@ fn complete_operation(op: &mut Map<String, Value>, shape: &Shape) {
         .expect("parameters is an array");
     for parameter in parameters.iter_mut() {
         // The API's own ids are UUIDs (a user's id is the caller's own
-        // string, and is not one of them).
-        if parameter["in"] == "path" && parameter["name"] == "id" {
+        // string, and is not one of them); so is every admin path id.
+        if parameter["in"] == "path" && (parameter["name"] == "id" || shape.access == Access::Admin)
+        {
             parameter["schema"]["format"] = json!("uuid");
         }
     }
@@ -308,10 +338,10 @@ fn complete_operation(op: &mut Map<String, Value>, shape: &Shape) {
     }
     op.insert(
         "security".into(),
-        if shape.authenticated {
-            json!([{ "bearerAuth": [] }])
-        } else {
-            json!([])
+        match shape.access {
+            Access::ApiKey => json!([{ "bearerAuth": [] }]),
+            Access::Admin => json!([{ "adminToken": [] }]),
+            Access::Anonymous => json!([]),
         },
     );
 }

@@ -7,13 +7,15 @@ use serde_json::{Map, Value};
 
 use crate::api::ApiTags;
 
-/// The order readers meet the API in: recording events first, health last.
+/// The order readers meet the API in: recording events first, then health,
+/// and the operators' admin API last.
 /// poem-openapi sorts tags by name.
-const TAG_ORDER: [ApiTags; 4] = [
+const TAG_ORDER: [ApiTags; 5] = [
     ApiTags::Events,
     ApiTags::Identities,
     ApiTags::Devices,
     ApiTags::Health,
+    ApiTags::Admin,
 ];
 
 /// Within a path: create, read, then delete.

@@ -27,6 +27,10 @@ pub(super) fn date(t: &DateTime<Utc>) -> bson::DateTime {
     bson::DateTime::from_chrono(*t)
 }
 
+pub(super) fn opt_date(d: &Document, key: &str) -> Option<DateTime<Utc>> {
+    d.get_datetime(key).ok().map(|t| t.to_chrono())
+}
+
 pub(super) fn opt_str(d: &Document, key: &str) -> Option<String> {
     d.get_str(key).ok().map(str::to_owned)
 }
@@ -115,7 +119,7 @@ fn to_json(b: &Bson) -> Value {
     }
 }
 
-fn from_document(d: &Document) -> Map<String, Value> {
+pub(super) fn from_document(d: &Document) -> Map<String, Value> {
     d.iter().map(|(k, v)| (decode_key(k), to_json(v))).collect()
 }
 
@@ -131,6 +135,9 @@ pub(super) fn key_to_doc(k: &ApiKey) -> Document {
         "createdAt": date(&k.created_at),
         "revokedAt": k.revoked_at.as_ref().map(date),
         "scopes": KeyScope::names(&k.scopes),
+        "previousHash": k.previous_hash.clone(),
+        "previousExpiresAt": k.previous_expires_at.as_ref().map(date),
+        "lastUsedAt": k.last_used_at.as_ref().map(date),
     }
 }
 
@@ -144,7 +151,10 @@ pub(super) fn key_from_doc(d: &Document) -> StoreResult<ApiKey> {
             prefix: d.get_str("prefix")?.to_owned(),
             rate_limit: d.get_i64("rateLimit").ok().map(u32::try_from).transpose()?,
             created_at: d.get_datetime("createdAt")?.to_chrono(),
-            revoked_at: d.get_datetime("revokedAt").ok().map(|t| t.to_chrono()),
+            revoked_at: opt_date(d, "revokedAt"),
+            previous_hash: opt_str(d, "previousHash"),
+            previous_expires_at: opt_date(d, "previousExpiresAt"),
+            last_used_at: opt_date(d, "lastUsedAt"),
             // Missing on keys stored before scopes existed: they had full
             // access, so they keep every scope.
             scopes: match strings(d, "scopes")? {
@@ -328,6 +338,9 @@ mod tests {
             scopes,
             created_at: bson::DateTime::now().to_chrono(),
             revoked_at: None,
+            previous_hash: None,
+            previous_expires_at: None,
+            last_used_at: None,
         }
     }
 

@@ -7,9 +7,10 @@
 //! This module owns the connection, the indexes and the sorting of driver
 //! errors; `codec` turns records into documents and back; each aggregate
 //! has its module (`keys`, `events`, `history`, `identities`, `idempotency`,
-//! `devices`, `deliveries`), and `Store` is implemented by calling them
+//! `devices`, `deliveries`, `tenancy`, `admins`), and `Store` is implemented by calling them
 //! (the table is in `super::by_aggregate`).
 
+mod admins;
 mod codec;
 mod deliveries;
 mod devices;
@@ -18,6 +19,7 @@ mod history;
 mod idempotency;
 mod identities;
 mod keys;
+mod tenancy;
 
 use std::time::Duration;
 
@@ -56,7 +58,29 @@ impl MongoStore {
             db: client.database(database),
         };
         store.create_indexes().await?;
+        store.adopt_scopes().await?;
         Ok(store)
+    }
+
+    /// Gives the organizations and projects that exist only as scope strings
+    /// on keys and devices (written before they were records) their records,
+    /// at every open, idempotently. Events need no look: each was written
+    /// with a key of its scope, and keys are never deleted.
+    async fn adopt_scopes(&self) -> StoreResult<()> {
+        let mut scopes = Vec::new();
+        for collection in [self.keys(), self.devices()] {
+            let mut found = collection
+                .find(doc! {})
+                .projection(doc! { "org": 1, "project": 1 })
+                .await
+                .map_err(classify)?;
+            while let Some(d) = found.try_next().await.map_err(classify)? {
+                if let (Ok(org), Ok(project)) = (d.get_str("org"), d.get_str("project")) {
+                    scopes.push(crate::store::Scope::new(org, project));
+                }
+            }
+        }
+        super::tenancy::adopt(self, &scopes, crate::time::now()).await
     }
 
     async fn create_indexes(&self) -> StoreResult<()> {
@@ -114,6 +138,18 @@ impl MongoStore {
                 unique(doc! { "org": 1, "project": 1, "key": 1 }),
             ),
             (self.idempotency(), expiring),
+            (self.keys(), plain(doc! { "previousHash": 1 })),
+            (self.organizations(), unique(doc! { "name": 1 })),
+            (self.organizations(), unique(doc! { "slug": 1 })),
+            (
+                self.projects(),
+                unique(doc! { "organizationId": 1, "name": 1 }),
+            ),
+            (
+                self.projects(),
+                unique(doc! { "organizationId": 1, "slug": 1 }),
+            ),
+            (self.admins(), unique(doc! { "hash": 1 })),
         ];
         for (collection, index) in indexes {
             collection.create_index(index).await.map_err(classify)?;
@@ -141,6 +177,18 @@ impl MongoStore {
     }
     fn deliveries(&self) -> Collection<Document> {
         self.db.collection("deliveries")
+    }
+    fn organizations(&self) -> Collection<Document> {
+        self.db.collection("organizations")
+    }
+    fn projects(&self) -> Collection<Document> {
+        self.db.collection("projects")
+    }
+    fn admins(&self) -> Collection<Document> {
+        self.db.collection("admins")
+    }
+    fn audit(&self) -> Collection<Document> {
+        self.db.collection("audit")
     }
 }
 

@@ -52,8 +52,15 @@ pub(super) fn to_json<T: serde::Serialize>(v: &T) -> rusqlite::Result<String> {
     serde_json::to_string(v).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
 }
 
-pub(super) const KEY_COLUMNS: &str =
-    "id, name, org, project, hash, prefix, rate_limit, created_at, revoked_at, scopes";
+pub(super) const KEY_COLUMNS: &str = "id, name, org, project, hash, prefix, rate_limit, \
+     created_at, revoked_at, scopes, previous_hash, previous_expires_at, last_used_at";
+
+/// An optional RFC 3339 column.
+pub(super) fn opt_ts(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<DateTime<Utc>>> {
+    r.get::<_, Option<String>>(i)?
+        .map(|s| parse_ts(&s))
+        .transpose()
+}
 
 /// A key's scopes as stored: a JSON array of names.
 pub(super) fn scope_names(scopes: &[KeyScope]) -> rusqlite::Result<String> {
@@ -69,10 +76,10 @@ pub(super) fn key_from_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
         prefix: r.get(5)?,
         rate_limit: r.get(6)?,
         created_at: parse_ts(&r.get::<_, String>(7)?)?,
-        revoked_at: r
-            .get::<_, Option<String>>(8)?
-            .map(|s| parse_ts(&s))
-            .transpose()?,
+        revoked_at: opt_ts(r, 8)?,
+        previous_hash: r.get(10)?,
+        previous_expires_at: opt_ts(r, 11)?,
+        last_used_at: opt_ts(r, 12)?,
         scopes: match r.get::<_, Option<String>>(9)? {
             None => KeyScope::ALL.to_vec(),
             Some(names) => KeyScope::from_names(

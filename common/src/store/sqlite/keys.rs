@@ -1,5 +1,6 @@
-//! API keys: stored by the hash of their secret, found by it, listed for the
-//! admin CLI, revoked.
+//! API keys: stored by the hash of their secret, found by it (or by the
+//! secret a rotation replaced), listed, revoked, rotated, and when each was
+//! last used.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, params};
@@ -17,7 +18,8 @@ pub(super) async fn insert(store: &SqliteStore, key: &ApiKey) -> StoreResult<()>
         .run(move |c| {
             c.execute(
                 &format!(
-                    "INSERT INTO api_keys ({KEY_COLUMNS}) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"
+                    "INSERT INTO api_keys ({KEY_COLUMNS}) \
+                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)"
                 ),
                 params![
                     key.id.to_string(),
@@ -30,6 +32,9 @@ pub(super) async fn insert(store: &SqliteStore, key: &ApiKey) -> StoreResult<()>
                     ts(&key.created_at),
                     key.revoked_at.as_ref().map(ts),
                     scope_names(&key.scopes)?,
+                    key.previous_hash,
+                    key.previous_expires_at.as_ref().map(ts),
+                    key.last_used_at.as_ref().map(ts),
                 ],
             )?;
             Ok(())
@@ -42,7 +47,8 @@ pub(super) async fn find_by_hash(store: &SqliteStore, hash: &str) -> StoreResult
     store
         .run(move |c| {
             c.prepare_cached(&format!(
-                "SELECT {KEY_COLUMNS} FROM api_keys WHERE hash = ?1"
+                "SELECT {KEY_COLUMNS} FROM api_keys WHERE hash = ?1 \
+                 UNION ALL SELECT {KEY_COLUMNS} FROM api_keys WHERE previous_hash = ?1 LIMIT 1"
             ))?
             .query_row([hash], key_from_row)
             .optional()
@@ -70,6 +76,59 @@ pub(super) async fn revoke(store: &SqliteStore, id: Uuid, at: DateTime<Utc>) -> 
                 params![id.to_string(), ts(&at)],
             )?;
             Ok(n == 1)
+        })
+        .await
+}
+
+pub(super) async fn get(store: &SqliteStore, id: Uuid) -> StoreResult<Option<ApiKey>> {
+    store
+        .run(move |c| {
+            c.prepare_cached(&format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE id = ?1"))?
+                .query_row([id.to_string()], key_from_row)
+                .optional()
+        })
+        .await
+}
+
+pub(super) async fn rotate(
+    store: &SqliteStore,
+    id: Uuid,
+    hash: &str,
+    prefix: &str,
+    previous_expires_at: DateTime<Utc>,
+) -> StoreResult<bool> {
+    let (hash, prefix) = (hash.to_owned(), prefix.to_owned());
+    store
+        .run(move |c| {
+            let n = c.execute(
+                "UPDATE api_keys SET previous_hash = hash, previous_expires_at = ?4, \
+                 hash = ?2, prefix = ?3 WHERE id = ?1 AND revoked_at IS NULL",
+                params![id.to_string(), hash, prefix, ts(&previous_expires_at)],
+            )?;
+            Ok(n == 1)
+        })
+        .await
+}
+
+pub(super) async fn set_last_used(
+    store: &SqliteStore,
+    uses: &[(Uuid, DateTime<Utc>)],
+) -> StoreResult<()> {
+    let uses: Vec<(String, String)> = uses
+        .iter()
+        .map(|(id, at)| (id.to_string(), ts(at)))
+        .collect();
+    store
+        .run(move |c| {
+            let tx = c.transaction()?;
+            {
+                let mut update =
+                    tx.prepare_cached("UPDATE api_keys SET last_used_at = ?2 WHERE id = ?1")?;
+                for (id, at) in &uses {
+                    update.execute(params![id, at])?;
+                }
+            }
+            tx.commit()
         })
         .await
 }

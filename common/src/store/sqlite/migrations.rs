@@ -1,7 +1,7 @@
 //! The schema, as migrations applied in order at open; `PRAGMA user_version`
 //! records how many have run.
 
-use rusqlite::TransactionBehavior;
+use rusqlite::{TransactionBehavior, functions::FunctionFlags};
 
 /// Append only: a database records how many it has applied, so an edited or
 /// reordered migration would never run where the old one did.
@@ -124,11 +124,73 @@ DROP INDEX events_by_notification;
     r#"
 ALTER TABLE api_keys ADD COLUMN scopes TEXT;
 "#,
+    // Operators (issue 14): organizations and projects become records whose
+    // slug is the scope string their data is tagged with; those that exist
+    // only as strings are adopted (slug = name). Key rotation, last use,
+    // admin tokens and the audit log.
+    r#"
+CREATE TABLE organizations (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    slug TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE projects (
+    id TEXT PRIMARY KEY,
+    organization_id TEXT NOT NULL REFERENCES organizations (id),
+    name TEXT NOT NULL,
+    slug TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    UNIQUE (organization_id, name),
+    UNIQUE (organization_id, slug)
+);
+CREATE TEMP TABLE adopted AS
+    SELECT org, project, MIN(created_at) AS created_at FROM (
+        SELECT org, project, created_at FROM api_keys
+        UNION ALL SELECT org, project, created_at FROM devices
+        UNION ALL SELECT org, project, MIN(created_at) FROM events GROUP BY org, project
+    ) GROUP BY org, project;
+INSERT INTO organizations (id, name, slug, created_at)
+    SELECT uuid7(), org, org, MIN(created_at) FROM adopted GROUP BY org;
+INSERT INTO projects (id, organization_id, name, slug, created_at)
+    SELECT uuid7(), o.id, a.project, a.project, a.created_at
+    FROM adopted a JOIN organizations o ON o.slug = a.org;
+DROP TABLE adopted;
+ALTER TABLE api_keys ADD COLUMN previous_hash TEXT;
+ALTER TABLE api_keys ADD COLUMN previous_expires_at TEXT;
+ALTER TABLE api_keys ADD COLUMN last_used_at TEXT;
+CREATE INDEX api_keys_by_previous_hash ON api_keys (previous_hash);
+CREATE TABLE admins (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    hash TEXT NOT NULL UNIQUE,
+    prefix TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    revoked_at TEXT
+);
+CREATE TABLE audit (
+    id TEXT PRIMARY KEY,
+    at TEXT NOT NULL,
+    actor_kind TEXT NOT NULL,
+    actor_id TEXT,
+    actor_name TEXT NOT NULL,
+    action TEXT NOT NULL,
+    target_type TEXT NOT NULL,
+    target_id TEXT NOT NULL,
+    target_name TEXT,
+    details TEXT NOT NULL,
+    address TEXT
+);
+"#,
 ];
 
 /// Applies the migrations this database has not run yet, each in its own
 /// transaction with the version it brings.
 pub(super) fn migrate(c: &mut rusqlite::Connection) -> rusqlite::Result<()> {
+    // Records adopted by a migration get the ids the code gives (UUIDv7).
+    c.create_scalar_function("uuid7", 0, FunctionFlags::SQLITE_UTF8, |_| {
+        Ok(uuid::Uuid::now_v7().to_string())
+    })?;
     let applied: i64 = c.pragma_query_value(None, "user_version", |r| r.get(0))?;
     for (i, sql) in (0i64..).zip(MIGRATIONS).skip_while(|(i, _)| *i < applied) {
         let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;

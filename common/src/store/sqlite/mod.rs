@@ -5,9 +5,10 @@
 //! This module owns opening the file (pragmas, `migrations`) and the sorting
 //! of SQLite errors; `codec` turns records into parameters and rows back;
 //! each aggregate has its module (`keys`, `events`, `history`, `identities`,
-//! `idempotency`, `devices`, `deliveries`), and `Store` is implemented by
+//! `idempotency`, `devices`, `deliveries`, `tenancy`, `admins`), and `Store` is implemented by
 //! calling them (the table is in `super::by_aggregate`).
 
+mod admins;
 mod codec;
 mod deliveries;
 mod devices;
@@ -17,6 +18,7 @@ mod idempotency;
 mod identities;
 mod keys;
 mod migrations;
+mod tenancy;
 
 use std::{path::Path, sync::atomic::AtomicI64, time::Duration};
 

@@ -1,7 +1,13 @@
 //! The command line: `ingest` (or `ingest serve`) runs the service as the
-//! binary composes it; `ingest keys create|list|revoke` administers API keys
-//! in whichever store the configuration selects, standing in for a
-//! dashboard.
+//! binary composes it; `ingest keys create|list|revoke` ([`keys`]) and
+//! `ingest admin create|list|revoke` ([`admins`]) administer API keys and
+//! admin tokens in whichever store the configuration selects, writing the
+//! same records as the admin API, and the audit log.
+
+mod admins;
+mod keys;
+
+pub use keys::{create_key, create_key_with_scopes, new_key};
 
 use std::{future::Future, path::PathBuf, process::ExitCode, sync::Arc};
 
@@ -10,10 +16,7 @@ use clap::{
     Parser, Subcommand,
     builder::{PossibleValuesParser, TypedValueParser},
 };
-use common::{
-    keys::{display_prefix, generate_secret, hash_secret},
-    store::{ApiKey, KeyScope, Scope, Store},
-};
+use common::store::{KeyScope, Store};
 use uuid::Uuid;
 
 use crate::Config;
@@ -35,6 +38,10 @@ enum Command {
     /// Create, list and revoke API keys.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Create, list and revoke admin tokens (for the admin API and the
+    /// dashboard).
+    #[command(subcommand)]
+    Admin(admins::AdminCommand),
     /// Ask the running service's /readyz; exit 0 when it is ready (for
     /// container health checks: the image has no curl).
     Healthcheck,
@@ -121,7 +128,14 @@ where
             common::telemetry::init(config.log_format);
             serve(config).await
         }
-        Command::Keys(command) => keys(config, command).await,
+        Command::Keys(command) => match open_store(&config).await {
+            Ok(store) => keys::run(store.as_ref(), command).await,
+            Err(e) => Err(e),
+        },
+        Command::Admin(command) => match open_store(&config).await {
+            Ok(store) => admins::run(store.as_ref(), command).await,
+            Err(e) => Err(e),
+        },
         Command::Healthcheck => config
             .listen_addr()
             .map_err(Into::into)
@@ -135,47 +149,6 @@ where
             ExitCode::FAILURE
         }
     }
-}
-
-async fn keys(config: Config, command: KeysCommand) -> anyhow::Result<()> {
-    let store = open_store(&config).await?;
-    match command {
-        KeysCommand::Create {
-            org,
-            project,
-            name,
-            rate_limit,
-            scopes,
-        } => {
-            let secret = create_key_with_scopes(
-                store.as_ref(),
-                Scope::new(org, project),
-                name,
-                rate_limit,
-                &scopes,
-            )
-            .await?;
-            println!("{secret}");
-        }
-        KeysCommand::List { json } => {
-            let keys = store.list_api_keys().await?;
-            if json {
-                for k in &keys {
-                    println!("{}", key_json(k));
-                }
-            } else {
-                print_table(&keys);
-            }
-        }
-        KeysCommand::Revoke { id } => {
-            if store.revoke_api_key(id, common::time::now()).await? {
-                eprintln!("revoked {id}");
-            } else {
-                anyhow::bail!("no active key with id {id}");
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Opens the store, saying on stderr which one, and whether it was just
@@ -197,77 +170,6 @@ async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
         eprintln!("ingest: using the {}", store_config.describe());
     }
     Ok(store)
-}
-
-/// Creates and stores a key with every scope; returns the secret, which is
-/// not kept anywhere.
-pub async fn create_key(
-    store: &dyn Store,
-    scope: Scope,
-    name: Option<String>,
-    rate_limit: Option<u32>,
-) -> anyhow::Result<String> {
-    create_key_with_scopes(store, scope, name, rate_limit, &KeyScope::ALL).await
-}
-
-/// Creates and stores a key that may do only what `scopes` name.
-pub async fn create_key_with_scopes(
-    store: &dyn Store,
-    scope: Scope,
-    name: Option<String>,
-    rate_limit: Option<u32>,
-    scopes: &[KeyScope],
-) -> anyhow::Result<String> {
-    let secret = generate_secret();
-    let key = ApiKey {
-        id: Uuid::now_v7(),
-        name,
-        scope,
-        hash: hash_secret(&secret),
-        prefix: display_prefix(&secret),
-        rate_limit,
-        scopes: KeyScope::canonical(scopes.iter().copied()),
-        created_at: common::time::now(),
-        revoked_at: None,
-    };
-    store.insert_api_key(&key).await?;
-    Ok(secret)
-}
-
-fn key_json(k: &ApiKey) -> serde_json::Value {
-    serde_json::json!({
-        "id": k.id,
-        "name": k.name,
-        "org": k.scope.org,
-        "project": k.scope.project,
-        "prefix": k.prefix,
-        "rateLimit": k.rate_limit,
-        "scopes": KeyScope::names(&k.scopes),
-        "createdAt": k.created_at,
-        "revokedAt": k.revoked_at,
-    })
-}
-
-/// The table `keys list` prints; SCOPES comes last, as its width varies.
-fn print_table(keys: &[ApiKey]) {
-    println!(
-        "{:<36}  {:<16}  {:<16}  {:<16}  {:<13}  {:>10}  {:<7}  SCOPES",
-        "ID", "NAME", "ORG", "PROJECT", "PREFIX", "RATE/MIN", "STATUS"
-    );
-    for k in keys {
-        println!(
-            "{:<36}  {:<16}  {:<16}  {:<16}  {:<13}  {:>10}  {:<7}  {}",
-            k.id,
-            k.name.as_deref().unwrap_or("-"),
-            k.scope.org,
-            k.scope.project,
-            k.prefix,
-            k.rate_limit
-                .map_or_else(|| "default".to_owned(), |n| n.to_string()),
-            if k.is_active() { "active" } else { "revoked" },
-            KeyScope::names(&k.scopes).join(","),
-        );
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,175 @@
+//! Organizations and projects: listed, created unless a sibling holds the
+//! name (as its name, or as the slug it was created with), renamed.
+
+use rusqlite::{OptionalExtension, Row, params};
+use uuid::Uuid;
+
+use super::{
+    SqliteStore,
+    codec::{parse_ts, parse_uuid, ts},
+};
+use crate::store::{NameTaken, Organization, Project, StoreResult};
+
+fn organization_from_row(r: &Row<'_>) -> rusqlite::Result<Organization> {
+    Ok(Organization {
+        id: parse_uuid(&r.get::<_, String>(0)?)?,
+        name: r.get(1)?,
+        slug: r.get(2)?,
+        created_at: parse_ts(&r.get::<_, String>(3)?)?,
+    })
+}
+
+fn project_from_row(r: &Row<'_>) -> rusqlite::Result<Project> {
+    Ok(Project {
+        id: parse_uuid(&r.get::<_, String>(0)?)?,
+        organization_id: parse_uuid(&r.get::<_, String>(1)?)?,
+        name: r.get(2)?,
+        slug: r.get(3)?,
+        created_at: parse_ts(&r.get::<_, String>(4)?)?,
+    })
+}
+
+/// Who among the siblings selected by `siblings` (a `WHERE` on the table,
+/// `?1` the parent) holds `name`, as a name or a slug.
+fn holder(
+    c: &rusqlite::Connection,
+    table: &str,
+    siblings: &str,
+    parent: &str,
+    name: &str,
+    slugs_too: bool,
+) -> rusqlite::Result<Option<NameTaken>> {
+    let found: Option<(String, String)> = c
+        .query_row(
+            &format!(
+                "SELECT name, slug FROM {table} WHERE {siblings} \
+                 AND (name = ?2 OR (?3 AND slug = ?2)) ORDER BY name = ?2 DESC LIMIT 1"
+            ),
+            params![parent, name, slugs_too],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    Ok(found.map(|(holder, _)| {
+        if holder == name {
+            NameTaken::Name
+        } else {
+            NameTaken::Slug { holder }
+        }
+    }))
+}
+
+pub(super) async fn list_organizations(store: &SqliteStore) -> StoreResult<Vec<Organization>> {
+    store
+        .run(|c| {
+            c.prepare_cached("SELECT id, name, slug, created_at FROM organizations ORDER BY name")?
+                .query_map([], organization_from_row)?
+                .collect()
+        })
+        .await
+}
+
+pub(super) async fn insert_organization(
+    store: &SqliteStore,
+    organization: &Organization,
+) -> StoreResult<Result<(), NameTaken>> {
+    let o = organization.clone();
+    store
+        .run(move |c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            if let Some(taken) = holder(&tx, "organizations", "?1 = ?1", "", &o.name, true)? {
+                return Ok(Err(taken));
+            }
+            tx.execute(
+                "INSERT INTO organizations (id, name, slug, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![o.id.to_string(), o.name, o.slug, ts(&o.created_at)],
+            )?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await
+}
+
+pub(super) async fn rename_organization(
+    store: &SqliteStore,
+    id: Uuid,
+    name: &str,
+) -> StoreResult<Result<bool, NameTaken>> {
+    let name = name.to_owned();
+    store
+        .run(move |c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let others = "id <> ?1";
+            if let Some(taken) =
+                holder(&tx, "organizations", others, &id.to_string(), &name, false)?
+            {
+                return Ok(Err(taken));
+            }
+            let n = tx.execute(
+                "UPDATE organizations SET name = ?2 WHERE id = ?1",
+                params![id.to_string(), name],
+            )?;
+            tx.commit()?;
+            Ok(Ok(n == 1))
+        })
+        .await
+}
+
+pub(super) async fn list_projects(store: &SqliteStore) -> StoreResult<Vec<Project>> {
+    store
+        .run(|c| {
+            c.prepare_cached(
+                "SELECT id, organization_id, name, slug, created_at FROM projects ORDER BY name",
+            )?
+            .query_map([], project_from_row)?
+            .collect()
+        })
+        .await
+}
+
+pub(super) async fn insert_project(
+    store: &SqliteStore,
+    project: &Project,
+) -> StoreResult<Result<(), NameTaken>> {
+    let p = project.clone();
+    store
+        .run(move |c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let parent = p.organization_id.to_string();
+            let siblings = "organization_id = ?1";
+            if let Some(taken) = holder(&tx, "projects", siblings, &parent, &p.name, true)? {
+                return Ok(Err(taken));
+            }
+            tx.execute(
+                "INSERT INTO projects (id, organization_id, name, slug, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![p.id.to_string(), parent, p.name, p.slug, ts(&p.created_at)],
+            )?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await
+}
+
+pub(super) async fn rename_project(
+    store: &SqliteStore,
+    id: Uuid,
+    name: &str,
+) -> StoreResult<Result<bool, NameTaken>> {
+    let name = name.to_owned();
+    store
+        .run(move |c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let siblings = "id <> ?1 AND organization_id = \
+                            (SELECT organization_id FROM projects WHERE id = ?1)";
+            if let Some(taken) = holder(&tx, "projects", siblings, &id.to_string(), &name, false)? {
+                return Ok(Err(taken));
+            }
+            let n = tx.execute(
+                "UPDATE projects SET name = ?2 WHERE id = ?1",
+                params![id.to_string(), name],
+            )?;
+            tx.commit()?;
+            Ok(Ok(n == 1))
+        })
+        .await
+}
