@@ -160,6 +160,30 @@ impl Browser {
         path
     }
 
+    /// At a phone's width (390 px) the page is no wider than the window;
+    /// a screenshot of it is saved as `name`, and the window set back.
+    pub async fn assert_fits_a_phone(&self, name: &str) {
+        self.client
+            .set_window_size(390, 844)
+            .await
+            .expect("a phone-sized window");
+        let overflow = self
+            .script(
+                "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
+            )
+            .await;
+        assert_eq!(
+            overflow,
+            json!(0),
+            "the page is wider than a phone's screen"
+        );
+        self.screenshot(name).await;
+        self.client
+            .set_window_size(1100, 900)
+            .await
+            .expect("the window back to its size");
+    }
+
     pub async fn close(self) {
         let Self { client, driver } = self;
         let _ = client.close().await;

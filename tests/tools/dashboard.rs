@@ -207,27 +207,7 @@ async fn an_operator_makes_a_key_on_the_dashboard_uses_it_and_revokes_it() {
     browser.screenshot("dashboard.png").await;
 
     // On a phone's width nothing runs off the side.
-    browser
-        .client
-        .set_window_size(390, 844)
-        .await
-        .expect("a phone-sized window");
-    let overflow = browser
-        .script(
-            "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
-        )
-        .await;
-    assert_eq!(
-        overflow,
-        json!(0),
-        "the page is wider than a phone's screen"
-    );
-    browser.screenshot("dashboard-phone.png").await;
-    browser
-        .client
-        .set_window_size(1100, 900)
-        .await
-        .expect("the window back to its size");
+    browser.assert_fits_a_phone("dashboard-phone.png").await;
 
     // Revoke, behind a confirmation: cancelling keeps the key.
     browser.click("#secret-done").await;

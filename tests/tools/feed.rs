@@ -274,27 +274,7 @@ async fn the_feed_shows_events_and_a_new_one_live_and_filters_them() {
     browser.screenshot("feed.png").await;
 
     // On a phone's width nothing runs off the side.
-    browser
-        .client
-        .set_window_size(390, 844)
-        .await
-        .expect("a phone-sized window");
-    let overflow = browser
-        .script(
-            "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
-        )
-        .await;
-    assert_eq!(
-        overflow,
-        json!(0),
-        "the page is wider than a phone's screen"
-    );
-    browser.screenshot("feed-phone.png").await;
-    browser
-        .client
-        .set_window_size(1100, 900)
-        .await
-        .expect("the window back to its size");
+    browser.assert_fits_a_phone("feed-phone.png").await;
 
     // Older events: scrolling to the end loads the next page by its cursor.
     browser
