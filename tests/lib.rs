@@ -242,10 +242,21 @@ impl TestApp {
 
     /// Starts ingest with settings and an embedded notifier of the test's.
     pub async fn spawn_with_options(test: TestConfig, embedded: Embedded) -> Self {
+        Self::spawn_wrapped(test, embedded, |store| store).await
+    }
+
+    /// Starts ingest on the store `wrap` makes of the real one (a layer that
+    /// counts calls, say).
+    pub async fn spawn_wrapped(
+        test: TestConfig,
+        embedded: Embedded,
+        wrap: impl FnOnce(Arc<dyn Store>) -> Arc<dyn Store>,
+    ) -> Self {
         let TestConfig { config, dir } = test;
         let store = common::store::open(&config.backend.store(), config.backend.store_timeout())
             .await
             .expect("the store opens");
+        let store = wrap(store);
         let mut registry = common::metrics::registry();
         let (producer, consumer) = common::queue::open(&config.backend.queue());
         let worker = config.backend.amqp().is_none().then(|| {
@@ -325,6 +336,39 @@ impl TestApp {
         )
         .await
         .expect("key created")
+    }
+
+    /// An admin token, made as `ingest admin create` makes one.
+    pub async fn create_admin(&self, name: &str) -> String {
+        let token = common::keys::generate_admin_token();
+        let admin = common::store::Admin {
+            id: uuid::Uuid::now_v7(),
+            name: name.into(),
+            hash: common::keys::hash_secret(&token),
+            prefix: common::keys::display_prefix(&token),
+            created_at: common::time::now(),
+            revoked_at: None,
+        };
+        self.store.insert_admin(&admin).await.expect("admin stored");
+        token
+    }
+
+    /// Sends `method` `path` with a bearer `token` and an optional JSON body.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: &str,
+        body: Option<&Value>,
+    ) -> Reply {
+        let mut request = self
+            .client
+            .request(method, self.url(path))
+            .bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        Reply::of(request.send().await.expect("request sent")).await
     }
 
     /// A key of a fresh project of its own.

@@ -3,6 +3,7 @@
 //! SIGTERM, and kill -9 mid-burst. Build them first:
 //! `cargo build --workspace && cargo test -p tocsin-tests --test binaries`.
 
+mod admin;
 mod cli;
 mod faults;
 mod logs;

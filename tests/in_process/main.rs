@@ -4,6 +4,8 @@
 //! beyond those servers is needed: `cargo test -p tocsin-tests --test
 //! in_process`.
 
+mod admin;
+mod admin_auth;
 mod auth;
 mod connections;
 mod cors;

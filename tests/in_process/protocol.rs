@@ -2,6 +2,7 @@
 //! undeclared method gets 405 with `Allow`, and every status an operation
 //! answers (404 for an unknown id, the idempotency statuses, 400, 401, 413,
 //! 415, 429) is listed for it with the error envelope and its headers.
+//! Admin routes are called with an admin token, the others with an API key.
 
 use std::collections::BTreeSet;
 
@@ -17,9 +18,19 @@ use uuid::Uuid;
 /// Routes served beside the documented API; each answers GET only.
 const UNDOCUMENTED_ROUTES: [&str; 5] = ["/openapi.json", "/docs", "/metrics", "/", "/feed/{asset}"];
 
+/// The credential `path` takes: an admin token under `/admin`, else the key.
+fn credential<'a>(path: &str, key: &'a str, admin: &'a str) -> &'a str {
+    if path.starts_with("/admin/") {
+        admin
+    } else {
+        key
+    }
+}
+
 async fn undeclared_methods_get_405_with_allow_and_the_envelope(kind: StoreKind) {
     let app = TestApp::spawn(kind).await;
     let (key, _) = app.new_key().await;
+    let admin = app.create_admin("ops").await;
     let doc = document(&app).await;
     let mut routes: Vec<(String, Vec<String>)> = doc["paths"]
         .as_object()
@@ -46,7 +57,7 @@ async fn undeclared_methods_get_405_with_allow_and_the_envelope(kind: StoreKind)
                     Method::from_bytes(method.as_bytes()).expect("a method"),
                     app.url(&path),
                 )
-                .bearer_auth(&key)
+                .bearer_auth(credential(&path, &key, &admin))
                 .send()
                 .await
                 .expect("request sent");
@@ -84,6 +95,7 @@ async fn unknown_ids_get_a_documented_404(kind: StoreKind) {
     let app = TestApp::spawn(kind).await;
     let (key, _) = app.new_key().await;
     let (other_key, _) = app.new_key().await;
+    let admin = app.create_admin("ops").await;
     let doc = document(&app).await;
     // Another project's event is as unknown to this key as a made-up id.
     let created = Reply::of(
@@ -104,16 +116,17 @@ async fn unknown_ids_get_a_documented_404(kind: StoreKind) {
             foreign.clone(),
         ] {
             let path = concrete(&template, &id);
-            let response = app
+            let mut request = app
                 .client
                 .request(
                     Method::from_bytes(method.to_uppercase().as_bytes()).expect("a method"),
                     app.url(&path),
                 )
-                .bearer_auth(&key)
-                .send()
-                .await
-                .expect("request sent");
+                .bearer_auth(credential(&path, &key, &admin));
+            if doc["paths"][&template][&method]["requestBody"].is_object() {
+                request = request.json(&sample_bodies(&template).0);
+            }
+            let response = request.send().await.expect("request sent");
             let reply = Reply::of(response).await;
             assert_eq!(reply.status, 404, "{method} {path}: {}", reply.body);
             assert_documented(&doc, &method, &template, &reply);
@@ -125,7 +138,17 @@ async fn unknown_ids_get_a_documented_404(kind: StoreKind) {
         BTreeSet::from([
             "get /v1/events/{id}".into(),
             "get /v1/users/{userId}".into(),
-            "delete /v1/devices/{id}".into()
+            "delete /v1/devices/{id}".into(),
+            "patch /admin/v1/organizations/{orgId}".into(),
+            "get /admin/v1/organizations/{orgId}/projects".into(),
+            "post /admin/v1/organizations/{orgId}/projects".into(),
+            "patch /admin/v1/projects/{projectId}".into(),
+            "get /admin/v1/projects/{projectId}/keys".into(),
+            "post /admin/v1/projects/{projectId}/keys".into(),
+            "get /admin/v1/projects/{projectId}/devices".into(),
+            "delete /admin/v1/projects/{projectId}/devices/{deviceId}".into(),
+            "post /admin/v1/keys/{keyId}/revoke".into(),
+            "post /admin/v1/keys/{keyId}/rotate".into(),
         ]),
     );
 }
@@ -142,6 +165,15 @@ fn sample_bodies(template: &str) -> (Value, Value) {
             json!({ "token": "ab".repeat(32), "environment": "sandbox" }),
             json!({ "token": "cd".repeat(32), "environment": "sandbox" }),
         ),
+        "/admin/v1/organizations"
+        | "/admin/v1/organizations/{orgId}"
+        | "/admin/v1/organizations/{orgId}/projects"
+        | "/admin/v1/projects/{projectId}" => (json!({ "name": "a" }), json!({ "name": "b" })),
+        "/admin/v1/projects/{projectId}/keys" => (json!({ "name": "a" }), json!({ "name": "b" })),
+        "/admin/v1/keys/{keyId}/rotate" => (
+            json!({ "gracePeriodSeconds": 1 }),
+            json!({ "gracePeriodSeconds": 2 }),
+        ),
         other => panic!("add sample bodies for {other}"),
     }
 }
@@ -150,25 +182,27 @@ async fn every_status_an_operation_answers_is_documented(kind: StoreKind) {
     let app = TestApp::spawn(kind).await;
     let doc = document(&app).await;
     let limit = app.config.max_body_bytes;
+    let admin = app.create_admin("ops").await;
     for (method, template) in operations(&doc) {
         let op = &doc["paths"][&template][&method];
         let path = concrete(&template, &Uuid::new_v4().to_string());
         let http_method = Method::from_bytes(method.to_uppercase().as_bytes()).expect("a method");
-        let authenticated = template.starts_with("/v1/");
+        let authenticated = template.starts_with("/v1/") || template.starts_with("/admin/v1/");
+        let api = template.starts_with("/v1/");
         let takes_body = op["requestBody"].is_object();
         let takes_key = op["parameters"]
             .as_array()
             .is_some_and(|ps| ps.iter().any(|p| p["name"] == "Idempotency-Key"));
         assert_eq!(
             takes_key,
-            authenticated && method == "post",
+            api && method == "post",
             "{method} {template}: every POST under /v1 takes Idempotency-Key, nothing else does"
         );
         let (key, _) = app.new_key().await;
         let request = || {
             let builder = app.client.request(http_method.clone(), app.url(&path));
             if authenticated {
-                builder.bearer_auth(&key)
+                builder.bearer_auth(credential(&path, &key, &admin))
             } else {
                 builder
             }
@@ -236,7 +270,7 @@ async fn every_status_an_operation_answers_is_documented(kind: StoreKind) {
                 );
             }
         }
-        if authenticated {
+        if api {
             // A key allowed one request a minute: the second gets 429.
             let limited = app
                 .create_key("acme", &format!("p{}", Uuid::new_v4().simple()), Some(1))

@@ -191,6 +191,12 @@ async fn every_sample_body_the_docs_page_sends_is_accepted() {
             let Some(media) = op.pointer("/requestBody/content/application~1json") else {
                 continue;
             };
+            // The admin API's bodies go to objects named in the path (and
+            // take an admin token): its samples are sent, with real ids, by
+            // the in_process protocol and admin tests.
+            if path.starts_with("/admin/") {
+                continue;
+            }
             assert_eq!(method, "post", "{method} {path}: only POSTs read a body");
             bodies += 1;
             let body = media

@@ -33,7 +33,8 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5x
 # Two rules a parameter's schema cannot state get a 400 with the path of
 # the parameter: the chart's counts refuse a range of more than 1000
 # buckets (over since, until and bucket together), and a listing takes as
-# `cursor` only a nextCursor it gave out (opaque, any string in form).
+# `cursor` only a nextCursor it gave out (opaque, any string in form): the
+# events' and the audit log's.
 [[operations]]
 include-operation-id = "eventStats"
 [operations.checks.positive_data_acceptance]
@@ -41,6 +42,11 @@ expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "422", "42
 
 [[operations]]
 include-operation-id = "listEvents"
+[operations.checks.positive_data_acceptance]
+expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "422", "429", "5xx"]
+
+[[operations]]
+include-operation-id = "adminListAudit"
 [operations.checks.positive_data_acceptance]
 expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "422", "429", "5xx"]
 "#;
@@ -56,11 +62,24 @@ async fn schemathesis_finds_nothing() {
     // later request answered 429, which the checks accept: the run would
     // test nothing. The routes without a key are raised for the same reason.
     test.config.auth_failures_per_minute = 1_000_000.try_into().expect("non-zero");
+    test.config.admin_auth_failures_per_minute = 1_000_000.try_into().expect("non-zero");
+    // The admin token's own quota is the service default.
+    test.config.rate_limit_per_minute = 1_000_000.try_into().expect("non-zero");
     test.config.anonymous_rate_limit_per_minute = 1_000_000.try_into().expect("non-zero");
     let app = TestApp::spawn_with(test).await;
     // Likewise the key's own quota (`ingest keys create --rate-limit`).
     let key = app.create_key("acme", "fuzz", Some(1_000_000)).await;
+    let admin = app.create_admin("fuzz").await;
+    // schemathesis sends one Authorization header for a whole run, and the
+    // two halves of the API take different credentials: the API with the
+    // key, then the admin API (tag Admin) with an admin token.
+    for (tag, credential) in [("--exclude-tag", &key), ("--include-tag", &admin)] {
+        run(&schemathesis, &app, tag, credential).await;
+    }
+}
 
+/// One schemathesis run over the operations `tag_filter` Admin selects.
+async fn run(schemathesis: &std::path::Path, app: &TestApp, tag_filter: &str, credential: &str) {
     // schemathesis writes its reports and example database under the
     // working directory: a temporary one keeps the checkout clean.
     let dir = tempfile::tempdir().expect("temp dir");
@@ -85,8 +104,9 @@ async fn schemathesis_finds_nothing() {
         // schemathesis would wait on its body forever. Its parameters are
         // checked by the in_process tests (reading, stream).
         .args(["--exclude-operation-id", "streamEvents"])
+        .args([tag_filter, "Admin"])
         .arg("--header")
-        .arg(format!("Authorization: Bearer {key}"))
+        .arg(format!("Authorization: Bearer {credential}"))
         .kill_on_drop(true);
     if let Ok(seed) = std::env::var("TOCSIN_FUZZ_SEED") {
         command.args(["--seed", &seed]);
@@ -98,7 +118,7 @@ async fn schemathesis_finds_nothing() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
-        "schemathesis found failures ({}):\n{stdout}\n{}",
+        "schemathesis found failures ({tag_filter} Admin, {}):\n{stdout}\n{}",
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );

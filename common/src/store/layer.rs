@@ -44,154 +44,63 @@ impl<L: Layer> Layered<L> {
     }
 }
 
-#[async_trait]
-impl<L: Layer> Store for Layered<L> {
-    async fn ping(&self) -> StoreResult<()> {
-        self.layer.around("ping", self.inner.ping()).await
-    }
+/// `Store` for `Layered`: every method one call of the wrapped store's,
+/// through the layer, named as the method.
+macro_rules! delegate {
+    ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty;)*) => {
+        #[async_trait]
+        impl<L: Layer> Store for Layered<L> {
+            $(
+                async fn $name(&self, $($arg: $ty),*) -> $ret {
+                    self.layer
+                        .around(stringify!($name), self.inner.$name($($arg),*))
+                        .await
+                }
+            )*
+        }
+    };
+}
 
-    async fn insert_api_key(&self, key: &ApiKey) -> StoreResult<()> {
-        self.layer
-            .around("insert_api_key", self.inner.insert_api_key(key))
-            .await
-    }
-
-    async fn find_api_key_by_hash(&self, hash: &str) -> StoreResult<Option<ApiKey>> {
-        self.layer
-            .around(
-                "find_api_key_by_hash",
-                self.inner.find_api_key_by_hash(hash),
-            )
-            .await
-    }
-
-    async fn list_api_keys(&self) -> StoreResult<Vec<ApiKey>> {
-        self.layer
-            .around("list_api_keys", self.inner.list_api_keys())
-            .await
-    }
-
-    async fn revoke_api_key(&self, id: Uuid, at: DateTime<Utc>) -> StoreResult<bool> {
-        self.layer
-            .around("revoke_api_key", self.inner.revoke_api_key(id, at))
-            .await
-    }
-
-    async fn insert_event(&self, event: &Event) -> StoreResult<Inserted> {
-        self.layer
-            .around("insert_event", self.inner.insert_event(event))
-            .await
-    }
-
-    async fn get_event(&self, scope: &Scope, id: Uuid) -> StoreResult<Option<Event>> {
-        self.layer
-            .around("get_event", self.inner.get_event(scope, id))
-            .await
-    }
-
-    async fn count_events(&self, scope: &Scope) -> StoreResult<u64> {
-        self.layer
-            .around("count_events", self.inner.count_events(scope))
-            .await
-    }
-
-    async fn list_channels(&self, scope: &Scope) -> StoreResult<Vec<String>> {
-        self.layer
-            .around("list_channels", self.inner.list_channels(scope))
-            .await
-    }
-
-    async fn list_events(
-        &self,
+delegate! {
+    fn ping() -> StoreResult<()>;
+    fn insert_api_key(key: &ApiKey) -> StoreResult<()>;
+    fn find_api_key_by_hash(hash: &str) -> StoreResult<Option<ApiKey>>;
+    fn list_api_keys() -> StoreResult<Vec<ApiKey>>;
+    fn revoke_api_key(id: Uuid, at: DateTime<Utc>) -> StoreResult<bool>;
+    fn insert_event(event: &Event) -> StoreResult<Inserted>;
+    fn get_event(scope: &Scope, id: Uuid) -> StoreResult<Option<Event>>;
+    fn count_events(scope: &Scope) -> StoreResult<u64>;
+    fn list_channels(scope: &Scope) -> StoreResult<Vec<String>>;
+    fn list_events(
         scope: &Scope,
         filter: &EventFilter,
         before: Option<EventPosition>,
         limit: u32,
-    ) -> StoreResult<Vec<Event>> {
-        self.layer
-            .around(
-                "list_events",
-                self.inner.list_events(scope, filter, before, limit),
-            )
-            .await
-    }
-
-    async fn events_after(
-        &self,
+    ) -> StoreResult<Vec<Event>>;
+    fn events_after(
         scope: Option<&Scope>,
         channel: Option<&str>,
         after: EventPosition,
         limit: u32,
-    ) -> StoreResult<Vec<Event>> {
-        self.layer
-            .around(
-                "events_after",
-                self.inner.events_after(scope, channel, after, limit),
-            )
-            .await
-    }
-
-    async fn channel_stats(&self, scope: &Scope) -> StoreResult<Vec<ChannelStats>> {
-        self.layer
-            .around("channel_stats", self.inner.channel_stats(scope))
-            .await
-    }
-
-    async fn count_events_per_bucket(
-        &self,
+    ) -> StoreResult<Vec<Event>>;
+    fn channel_stats(scope: &Scope) -> StoreResult<Vec<ChannelStats>>;
+    fn count_events_per_bucket(
         scope: &Scope,
         channel: Option<&str>,
         since: DateTime<Utc>,
         until: DateTime<Utc>,
         bucket: Bucket,
-    ) -> StoreResult<Vec<(DateTime<Utc>, u64)>> {
-        self.layer
-            .around(
-                "count_events_per_bucket",
-                self.inner
-                    .count_events_per_bucket(scope, channel, since, until, bucket),
-            )
-            .await
-    }
-
-    async fn purge_events(
-        &self,
-        recorded_before: DateTime<Utc>,
-        limit: u32,
-    ) -> StoreResult<Purged> {
-        self.layer
-            .around(
-                "purge_events",
-                self.inner.purge_events(recorded_before, limit),
-            )
-            .await
-    }
-
-    async fn get_identity(&self, scope: &Scope, user_id: &str) -> StoreResult<Option<Identity>> {
-        self.layer
-            .around("get_identity", self.inner.get_identity(scope, user_id))
-            .await
-    }
-
-    async fn merge_identity(
-        &self,
+    ) -> StoreResult<Vec<(DateTime<Utc>, u64)>>;
+    fn purge_events(recorded_before: DateTime<Utc>, limit: u32) -> StoreResult<Purged>;
+    fn get_identity(scope: &Scope, user_id: &str) -> StoreResult<Option<Identity>>;
+    fn merge_identity(
         scope: &Scope,
         user_id: &str,
         properties: Map<String, Value>,
         aliases: Vec<String>,
         now: DateTime<Utc>,
-    ) -> StoreResult<Identity> {
-        self.layer
-            .around(
-                "merge_identity",
-                self.inner
-                    .merge_identity(scope, user_id, properties, aliases, now),
-            )
-            .await
-    }
-
-    async fn begin_idempotent(
-        &self,
+    ) -> StoreResult<Identity>;
+    fn begin_idempotent(
         scope: &Scope,
         key: &str,
         fingerprint: &str,
@@ -199,281 +108,63 @@ impl<L: Layer> Store for Layered<L> {
         now: DateTime<Utc>,
         ttl: Duration,
         lock_timeout: Duration,
-    ) -> StoreResult<IdempotencyBegin> {
-        self.layer
-            .around(
-                "begin_idempotent",
-                self.inner.begin_idempotent(
-                    scope,
-                    key,
-                    fingerprint,
-                    resource,
-                    now,
-                    ttl,
-                    lock_timeout,
-                ),
-            )
-            .await
-    }
-
-    async fn complete_idempotent(
-        &self,
-        scope: &Scope,
-        key: &str,
-        response: &StoredResponse,
-    ) -> StoreResult<()> {
-        self.layer
-            .around(
-                "complete_idempotent",
-                self.inner.complete_idempotent(scope, key, response),
-            )
-            .await
-    }
-
-    async fn release_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()> {
-        self.layer
-            .around(
-                "release_idempotent",
-                self.inner.release_idempotent(scope, key),
-            )
-            .await
-    }
-
-    async fn abandon_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()> {
-        self.layer
-            .around(
-                "abandon_idempotent",
-                self.inner.abandon_idempotent(scope, key),
-            )
-            .await
-    }
-
-    async fn set_notification_state(
-        &self,
+    ) -> StoreResult<IdempotencyBegin>;
+    fn complete_idempotent(scope: &Scope, key: &str, response: &StoredResponse) -> StoreResult<()>;
+    fn release_idempotent(scope: &Scope, key: &str) -> StoreResult<()>;
+    fn abandon_idempotent(scope: &Scope, key: &str) -> StoreResult<()>;
+    fn set_notification_state(
         scope: &Scope,
         event_id: Uuid,
         from: &[NotificationState],
         to: NotificationState,
         due: Option<DateTime<Utc>>,
-    ) -> StoreResult<bool> {
-        self.layer
-            .around(
-                "set_notification_state",
-                self.inner
-                    .set_notification_state(scope, event_id, from, to, due),
-            )
-            .await
-    }
-
-    async fn events_due(
-        &self,
+    ) -> StoreResult<bool>;
+    fn events_due(
         states: &[NotificationState],
         due_before: DateTime<Utc>,
         after: Option<Uuid>,
         limit: u32,
-    ) -> StoreResult<Vec<Event>> {
-        self.layer
-            .around(
-                "events_due",
-                self.inner.events_due(states, due_before, after, limit),
-            )
-            .await
-    }
-
-    async fn count_in_notification_state(&self, state: NotificationState) -> StoreResult<u64> {
-        self.layer
-            .around(
-                "count_in_notification_state",
-                self.inner.count_in_notification_state(state),
-            )
-            .await
-    }
-
-    async fn upsert_device(
-        &self,
+    ) -> StoreResult<Vec<Event>>;
+    fn count_in_notification_state(state: NotificationState) -> StoreResult<u64>;
+    fn upsert_device(
         scope: &Scope,
         registration: &DeviceRegistration,
         now: DateTime<Utc>,
-    ) -> StoreResult<(Device, bool)> {
-        self.layer
-            .around(
-                "upsert_device",
-                self.inner.upsert_device(scope, registration, now),
-            )
-            .await
-    }
-
-    async fn list_devices(&self, scope: &Scope) -> StoreResult<Vec<Device>> {
-        self.layer
-            .around("list_devices", self.inner.list_devices(scope))
-            .await
-    }
-
-    async fn delete_device(&self, scope: &Scope, id: Uuid) -> StoreResult<bool> {
-        self.layer
-            .around("delete_device", self.inner.delete_device(scope, id))
-            .await
-    }
-
-    async fn deactivate_device(
-        &self,
+    ) -> StoreResult<(Device, bool)>;
+    fn list_devices(scope: &Scope) -> StoreResult<Vec<Device>>;
+    fn delete_device(scope: &Scope, id: Uuid) -> StoreResult<bool>;
+    fn deactivate_device(
         scope: &Scope,
         id: Uuid,
         reason: &str,
         now: DateTime<Utc>,
-    ) -> StoreResult<bool> {
-        self.layer
-            .around(
-                "deactivate_device",
-                self.inner.deactivate_device(scope, id, reason, now),
-            )
-            .await
-    }
-
-    async fn claim_delivery(
-        &self,
+    ) -> StoreResult<bool>;
+    fn claim_delivery(
         scope: &Scope,
         event_id: Uuid,
         device_id: Uuid,
         request: &ClaimRequest,
-    ) -> StoreResult<DeliveryClaim> {
-        self.layer
-            .around(
-                "claim_delivery",
-                self.inner
-                    .claim_delivery(scope, event_id, device_id, request),
-            )
-            .await
-    }
-
-    async fn finish_delivery(&self, scope: &Scope, delivery: &Delivery) -> StoreResult<bool> {
-        self.layer
-            .around(
-                "finish_delivery",
-                self.inner.finish_delivery(scope, delivery),
-            )
-            .await
-    }
-
-    async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>> {
-        self.layer
-            .around(
-                "list_deliveries",
-                self.inner.list_deliveries(scope, event_id),
-            )
-            .await
-    }
-
-    async fn get_api_key(&self, id: Uuid) -> StoreResult<Option<ApiKey>> {
-        self.layer
-            .around("get_api_key", self.inner.get_api_key(id))
-            .await
-    }
-
-    async fn rotate_api_key(
-        &self,
+    ) -> StoreResult<DeliveryClaim>;
+    fn finish_delivery(scope: &Scope, delivery: &Delivery) -> StoreResult<bool>;
+    fn list_deliveries(scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>>;
+    fn get_api_key(id: Uuid) -> StoreResult<Option<ApiKey>>;
+    fn rotate_api_key(
         id: Uuid,
         hash: &str,
         prefix: &str,
         previous_expires_at: DateTime<Utc>,
-    ) -> StoreResult<bool> {
-        self.layer
-            .around(
-                "rotate_api_key",
-                self.inner
-                    .rotate_api_key(id, hash, prefix, previous_expires_at),
-            )
-            .await
-    }
-
-    async fn set_keys_last_used(&self, uses: &[(Uuid, DateTime<Utc>)]) -> StoreResult<()> {
-        self.layer
-            .around("set_keys_last_used", self.inner.set_keys_last_used(uses))
-            .await
-    }
-
-    async fn list_organizations(&self) -> StoreResult<Vec<Organization>> {
-        self.layer
-            .around("list_organizations", self.inner.list_organizations())
-            .await
-    }
-
-    async fn insert_organization(
-        &self,
-        organization: &Organization,
-    ) -> StoreResult<Result<(), NameTaken>> {
-        self.layer
-            .around(
-                "insert_organization",
-                self.inner.insert_organization(organization),
-            )
-            .await
-    }
-
-    async fn rename_organization(
-        &self,
-        id: Uuid,
-        name: &str,
-    ) -> StoreResult<Result<bool, NameTaken>> {
-        self.layer
-            .around(
-                "rename_organization",
-                self.inner.rename_organization(id, name),
-            )
-            .await
-    }
-
-    async fn list_projects(&self) -> StoreResult<Vec<Project>> {
-        self.layer
-            .around("list_projects", self.inner.list_projects())
-            .await
-    }
-
-    async fn insert_project(&self, project: &Project) -> StoreResult<Result<(), NameTaken>> {
-        self.layer
-            .around("insert_project", self.inner.insert_project(project))
-            .await
-    }
-
-    async fn rename_project(&self, id: Uuid, name: &str) -> StoreResult<Result<bool, NameTaken>> {
-        self.layer
-            .around("rename_project", self.inner.rename_project(id, name))
-            .await
-    }
-
-    async fn insert_admin(&self, admin: &Admin) -> StoreResult<()> {
-        self.layer
-            .around("insert_admin", self.inner.insert_admin(admin))
-            .await
-    }
-
-    async fn find_admin_by_hash(&self, hash: &str) -> StoreResult<Option<Admin>> {
-        self.layer
-            .around("find_admin_by_hash", self.inner.find_admin_by_hash(hash))
-            .await
-    }
-
-    async fn list_admins(&self) -> StoreResult<Vec<Admin>> {
-        self.layer
-            .around("list_admins", self.inner.list_admins())
-            .await
-    }
-
-    async fn revoke_admin(&self, id: Uuid, at: DateTime<Utc>) -> StoreResult<bool> {
-        self.layer
-            .around("revoke_admin", self.inner.revoke_admin(id, at))
-            .await
-    }
-
-    async fn insert_audit(&self, entry: &AuditEntry) -> StoreResult<()> {
-        self.layer
-            .around("insert_audit", self.inner.insert_audit(entry))
-            .await
-    }
-
-    async fn list_audit(&self, before: Option<Uuid>, limit: u32) -> StoreResult<Vec<AuditEntry>> {
-        self.layer
-            .around("list_audit", self.inner.list_audit(before, limit))
-            .await
-    }
+    ) -> StoreResult<bool>;
+    fn set_keys_last_used(uses: &[(Uuid, DateTime<Utc>)]) -> StoreResult<()>;
+    fn list_organizations() -> StoreResult<Vec<Organization>>;
+    fn insert_organization(organization: &Organization) -> StoreResult<Result<(), NameTaken>>;
+    fn rename_organization(id: Uuid, name: &str) -> StoreResult<Result<bool, NameTaken>>;
+    fn list_projects() -> StoreResult<Vec<Project>>;
+    fn insert_project(project: &Project) -> StoreResult<Result<(), NameTaken>>;
+    fn rename_project(id: Uuid, name: &str) -> StoreResult<Result<bool, NameTaken>>;
+    fn insert_admin(admin: &Admin) -> StoreResult<()>;
+    fn find_admin_by_hash(hash: &str) -> StoreResult<Option<Admin>>;
+    fn list_admins() -> StoreResult<Vec<Admin>>;
+    fn revoke_admin(id: Uuid, at: DateTime<Utc>) -> StoreResult<bool>;
+    fn insert_audit(entry: &AuditEntry) -> StoreResult<()>;
+    fn list_audit(before: Option<Uuid>, limit: u32) -> StoreResult<Vec<AuditEntry>>;
 }

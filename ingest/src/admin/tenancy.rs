@@ -169,17 +169,14 @@ impl TenancyApi {
             .name
             .clone();
         let name = body.0.name;
-        match store
-            .rename_organization(id, &name)
-            .await
-            .map_err(ApiError::from)?
-        {
-            Err(taken) => return Err(name_taken("organization", &name, taken).into()),
-            Ok(false) => {
-                return Err(ApiError::NotFound("no organization with this id".into()).into());
-            }
-            Ok(true) => {}
-        }
+        renamed(
+            store
+                .rename_organization(id, &name)
+                .await
+                .map_err(ApiError::from)?,
+            "organization",
+            &name,
+        )?;
         let target = target("organization", id, Some(&name));
         let change = details(json!({ "from": from, "to": name }));
         admin
@@ -313,15 +310,14 @@ impl TenancyApi {
         let (_, project) = directory.project(&project_id.0)?;
         let (id, from) = (project.id, project.name.clone());
         let name = body.0.name;
-        match store
-            .rename_project(id, &name)
-            .await
-            .map_err(ApiError::from)?
-        {
-            Err(taken) => return Err(name_taken("project", &name, taken).into()),
-            Ok(false) => return Err(ApiError::NotFound("no project with this id".into()).into()),
-            Ok(true) => {}
-        }
+        renamed(
+            store
+                .rename_project(id, &name)
+                .await
+                .map_err(ApiError::from)?,
+            "project",
+            &name,
+        )?;
         let target = target("project", id, Some(&name));
         let change = details(json!({ "from": from, "to": name }));
         admin
@@ -331,5 +327,18 @@ impl TenancyApi {
             project_out(store, id).await?,
             **request_id,
         ))))
+    }
+}
+
+/// The outcome of a rename as the API answers it: done, 409 or 404.
+fn renamed(
+    outcome: Result<bool, common::store::NameTaken>,
+    what: &str,
+    name: &str,
+) -> Result<(), ApiError> {
+    match outcome {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(ApiError::NotFound(format!("no {what} with this id"))),
+        Err(taken) => Err(name_taken(what, name, taken)),
     }
 }

@@ -260,10 +260,299 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who am I
+         * @description The admin whose token authenticates the request.
+         */
+        get: operations["adminMe"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/organizations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List organizations */
+        get: operations["adminListOrganizations"];
+        put?: never;
+        /** Create an organization */
+        post: operations["adminCreateOrganization"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/organizations/{orgId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Rename an organization
+         * @description Keeps its id, projects, keys and data.
+         */
+        patch: operations["adminRenameOrganization"];
+        trace?: never;
+    };
+    "/admin/v1/organizations/{orgId}/projects": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List an organization's projects */
+        get: operations["adminListOrganizationProjects"];
+        put?: never;
+        /** Create a project */
+        post: operations["adminCreateProject"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/projects": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List every project
+         * @description The projects of every organization, by organization name, then name.
+         */
+        get: operations["adminListProjects"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/projects/{projectId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Rename a project
+         * @description Keeps its id, keys, events and devices.
+         */
+        patch: operations["adminRenameProject"];
+        trace?: never;
+    };
+    "/admin/v1/projects/{projectId}/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List a project's API keys */
+        get: operations["adminListKeys"];
+        put?: never;
+        /**
+         * Create an API key
+         * @description The secret is in this response only.
+         */
+        post: operations["adminCreateKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/keys/{keyId}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke an API key
+         * @description Requests with it get 401 from then on; it stays listed, revoked.
+         *     Revoking a revoked key changes nothing.
+         */
+        post: operations["adminRevokeKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/keys/{keyId}/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate an API key
+         * @description A new secret for the same key and settings; the old one keeps working
+         *     until `previousSecretExpiresAt`, then gets 401. A revoked key cannot
+         *     be rotated (409).
+         */
+        post: operations["adminRotateKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/projects/{projectId}/devices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List a project's devices */
+        get: operations["adminListDevices"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/projects/{projectId}/devices/{deviceId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete a project's device */
+        delete: operations["adminDeleteDevice"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the audit log
+         * @description Every admin action, and every key and admin command run with the
+         *     CLI, newest first.
+         */
+        get: operations["adminListAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * @description Who acted: an admin (by token) or someone at the server's shell.
+         * @enum {string}
+         */
+        ActorKind: "admin" | "cli";
+        /** ActorOut */
+        ActorOut: {
+            kind: components["schemas"]["ActorKind"];
+            /**
+             * Format: uuid
+             * @description The admin's id; null for the CLI.
+             */
+            id: string | null;
+            /** @description The admin's name, or the shell user's. */
+            name: string;
+        };
+        /**
+         * AdminOut
+         * @description An operator holding an admin token.
+         */
+        AdminOut: {
+            /** Format: uuid */
+            id: string;
+            name: string;
+            /** Format: date-time */
+            createdAt: string;
+        };
+        /**
+         * AuditEntryOut
+         * @description One entry of the audit log. It never holds a secret.
+         */
+        AuditEntryOut: {
+            /** Format: uuid */
+            id: string;
+            /** Format: date-time */
+            at: string;
+            actor: components["schemas"]["ActorOut"];
+            /** @description Such as `key.create`, `project.rename`, `admin.revoke`. */
+            action: string;
+            target: components["schemas"]["TargetOut"];
+            /** @description What else is worth knowing, such as `{"from": "web", "to": "website"}`. */
+            details: {
+                [key: string]: unknown;
+            };
+            /** @description The client's address; null for the CLI. */
+            address: string | null;
+        };
+        /** AuditPage */
+        AuditPage: {
+            /** @description Newest first. */
+            items: components["schemas"]["AuditEntryOut"][];
+            /** @description Pass as `cursor` to get the next (older) page; null on the last page. */
+            nextCursor: string | null;
+        };
         /**
          * @description How wide each bucket is.
          * @enum {string}
@@ -602,6 +891,98 @@ export interface components {
             updatedAt: string;
         };
         /**
+         * KeyIn
+         * @description A new key's settings. Unknown fields are rejected.
+         * @example {
+         *       "name": "checkout-service",
+         *       "scopes": [
+         *         "events:write"
+         *       ],
+         *       "rateLimit": 600
+         *     }
+         */
+        KeyIn: {
+            /**
+             * @description A label to recognise the key by.
+             * @example checkout-service
+             */
+            name?: string;
+            /**
+             * @description What the key may do; every scope when absent.
+             * @example [
+             *       "events:write"
+             *     ]
+             */
+            scopes?: components["schemas"]["ScopeName"][];
+            /**
+             * Format: uint32
+             * @description Requests per minute; the service default when absent.
+             * @example 600
+             */
+            rateLimit?: number;
+        };
+        /** KeyList */
+        KeyList: {
+            /** @description Newest first, revoked ones included. */
+            items: components["schemas"]["KeyOut"][];
+        };
+        /**
+         * KeyOut
+         * @description An API key, never its secret.
+         */
+        KeyOut: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            projectId: string;
+            name: string | null;
+            /** @description The first characters of the secret, to tell keys apart. */
+            prefix: string;
+            scopes: components["schemas"]["ScopeName"][];
+            /**
+             * Format: uint32
+             * @description Requests per minute, or null for the service default.
+             */
+            rateLimit: number | null;
+            /** Format: date-time */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description To the minute.
+             */
+            lastUsedAt: string | null;
+            /** Format: date-time */
+            revokedAt: string | null;
+            /**
+             * Format: date-time
+             * @description While the secret a rotation replaced still works: until when.
+             */
+            previousSecretExpiresAt: string | null;
+        };
+        /**
+         * KeyWithSecret
+         * @description A key and its secret, shown in this response only.
+         */
+        KeyWithSecret: {
+            key: components["schemas"]["KeyOut"];
+            /** @description `tocsin_` and 43 characters; store it now, it is never shown again. */
+            secret: string;
+        };
+        /**
+         * NameIn
+         * @description A name for an organization or a project. Unknown fields are rejected.
+         * @example {
+         *       "name": "website"
+         *     }
+         */
+        NameIn: {
+            /**
+             * @description 1 to 100 letters, digits, `.`, `_` or `-`; unique within the parent.
+             * @example website
+             */
+            name: string;
+        };
+        /**
          * NotificationOut
          * @description An event's notification state and, when looked up, its deliveries.
          */
@@ -615,6 +996,105 @@ export interface components {
          * @enum {string}
          */
         NotificationStateOut: "pending" | "queued" | "delivered" | "failed" | "skipped";
+        /** OrganizationList */
+        OrganizationList: {
+            /** @description By name. */
+            items: components["schemas"]["OrganizationOut"][];
+        };
+        /**
+         * OrganizationOut
+         * @description An organization: the parent of projects.
+         */
+        OrganizationOut: {
+            /** Format: uuid */
+            id: string;
+            name: string;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: uint64 */
+            projectCount: number;
+        };
+        /** ProjectDeviceList */
+        ProjectDeviceList: {
+            /** @description Oldest first. */
+            items: components["schemas"]["DeviceOut"][];
+        };
+        /** ProjectList */
+        ProjectList: {
+            /** @description By organization name, then name. */
+            items: components["schemas"]["ProjectOut"][];
+        };
+        /**
+         * ProjectOut
+         * @description A project: what API keys, events and devices belong to.
+         */
+        ProjectOut: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            organizationId: string;
+            organizationName: string;
+            name: string;
+            /** Format: date-time */
+            createdAt: string;
+            /**
+             * Format: uint64
+             * @description Keys not revoked.
+             */
+            keyCount: number;
+            /** Format: uint64 */
+            deviceCount: number;
+        };
+        /**
+         * RotateIn
+         * @description How long the old secret of a rotated key keeps working.
+         * @example {
+         *       "gracePeriodSeconds": 3600
+         *     }
+         */
+        RotateIn: {
+            /**
+             * Format: uint32
+             * @description Seconds, 0 to 2592000 (30 days); 86400 (24 h) when absent.
+             * @example 3600
+             */
+            gracePeriodSeconds?: number;
+        };
+        /**
+         * @description What a key may do.
+         * @enum {string}
+         */
+        ScopeName: "events:write" | "events:read" | "devices:write" | "devices:read";
+        /**
+         * Success_AdminOut
+         * @description The body of every successful response.
+         */
+        Success_AdminOut: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["AdminOut"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
+         * Success_AuditPage
+         * @description The body of every successful response.
+         */
+        Success_AuditPage: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["AuditPage"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
         /**
          * Success_ChannelList
          * @description The body of every successful response.
@@ -751,6 +1231,138 @@ export interface components {
             requestId: string;
         };
         /**
+         * Success_KeyList
+         * @description The body of every successful response.
+         */
+        Success_KeyList: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["KeyList"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
+         * Success_KeyOut
+         * @description The body of every successful response.
+         */
+        Success_KeyOut: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["KeyOut"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
+         * Success_KeyWithSecret
+         * @description The body of every successful response.
+         */
+        Success_KeyWithSecret: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["KeyWithSecret"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
+         * Success_OrganizationList
+         * @description The body of every successful response.
+         */
+        Success_OrganizationList: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["OrganizationList"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
+         * Success_OrganizationOut
+         * @description The body of every successful response.
+         */
+        Success_OrganizationOut: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["OrganizationOut"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
+         * Success_ProjectDeviceList
+         * @description The body of every successful response.
+         */
+        Success_ProjectDeviceList: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["ProjectDeviceList"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
+         * Success_ProjectList
+         * @description The body of every successful response.
+         */
+        Success_ProjectList: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["ProjectList"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
+         * Success_ProjectOut
+         * @description The body of every successful response.
+         */
+        Success_ProjectOut: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["ProjectOut"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /** TargetOut */
+        TargetOut: {
+            type: components["schemas"]["TargetType"];
+            /** Format: uuid */
+            id: string;
+            name: string | null;
+        };
+        /**
+         * @description What an action was done to.
+         * @enum {string}
+         */
+        TargetType: "organization" | "project" | "key" | "device" | "admin";
+        /**
          * ErrorEnvelope
          * @description The body of every error response.
          */
@@ -886,7 +1498,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. */
+            /** @description Missing, malformed, unknown or revoked API key (or an admin token). */
             401: {
                 headers: {
                     /** @description Requests allowed per minute. */
@@ -1063,7 +1675,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. */
+            /** @description Missing, malformed, unknown or revoked API key (or an admin token). */
             401: {
                 headers: {
                     /** @description Requests allowed per minute. */
@@ -1289,7 +1901,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. */
+            /** @description Missing, malformed, unknown or revoked API key (or an admin token). */
             401: {
                 headers: {
                     /** @description Requests allowed per minute. */
@@ -1474,7 +2086,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. */
+            /** @description Missing, malformed, unknown or revoked API key (or an admin token). */
             401: {
                 headers: {
                     /** @description Requests allowed per minute. */
@@ -1654,7 +2266,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. */
+            /** @description Missing, malformed, unknown or revoked API key (or an admin token). */
             401: {
                 headers: {
                     /** @description Requests allowed per minute. */
@@ -1834,7 +2446,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. */
+            /** @description Missing, malformed, unknown or revoked API key (or an admin token). */
             401: {
                 headers: {
                     /** @description Requests allowed per minute. */
@@ -2011,7 +2623,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. */
+            /** @description Missing, malformed, unknown or revoked API key (or an admin token). */
             401: {
                 headers: {
                     /** @description Requests allowed per minute. */
@@ -2237,7 +2849,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. */
+            /** @description Missing, malformed, unknown or revoked API key (or an admin token). */
             401: {
                 headers: {
                     /** @description Requests allowed per minute. */
@@ -2422,7 +3034,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. */
+            /** @description Missing, malformed, unknown or revoked API key (or an admin token). */
             401: {
                 headers: {
                     /** @description Requests allowed per minute. */
@@ -2618,7 +3230,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. */
+            /** @description Missing, malformed, unknown or revoked API key (or an admin token). */
             401: {
                 headers: {
                     /** @description Requests allowed per minute. */
@@ -2844,7 +3456,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. */
+            /** @description Missing, malformed, unknown or revoked API key (or an admin token). */
             401: {
                 headers: {
                     /** @description Requests allowed per minute. */
@@ -3148,6 +3760,2819 @@ export interface operations {
             };
             /** @description The request could not be read (for example a body cut short). */
             400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminMe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The admin the token belongs to. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_AdminOut"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminListOrganizations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_OrganizationList"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminCreateOrganization: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NameIn"];
+            };
+        };
+        responses: {
+            /** @description Renamed. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_OrganizationOut"];
+                };
+            };
+            /** @description Created. */
+            201: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_OrganizationOut"];
+                };
+            };
+            /** @description Invalid request: `details` lists every fault with its path (the body's fields, or `["headers", "Idempotency-Key"]`). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The name is taken within its parent, or the key is revoked. */
+            409: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is not JSON (`Content-Type: application/json`). */
+            415: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminRenameOrganization: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The organization's id. */
+                orgId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NameIn"];
+            };
+        };
+        responses: {
+            /** @description Renamed. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_OrganizationOut"];
+                };
+            };
+            /** @description Created. */
+            201: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_OrganizationOut"];
+                };
+            };
+            /** @description Invalid request: `details` lists every fault with its path (the body's fields, or `["headers", "Idempotency-Key"]`). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The name is taken within its parent, or the key is revoked. */
+            409: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is not JSON (`Content-Type: application/json`). */
+            415: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminListOrganizationProjects: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The organization's id. */
+                orgId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_ProjectList"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminCreateProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The organization's id. */
+                orgId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NameIn"];
+            };
+        };
+        responses: {
+            /** @description Renamed. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_ProjectOut"];
+                };
+            };
+            /** @description Created. */
+            201: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_ProjectOut"];
+                };
+            };
+            /** @description Invalid request: `details` lists every fault with its path (the body's fields, or `["headers", "Idempotency-Key"]`). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The name is taken within its parent, or the key is revoked. */
+            409: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is not JSON (`Content-Type: application/json`). */
+            415: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminListProjects: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_ProjectList"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminRenameProject: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The project's id. */
+                projectId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NameIn"];
+            };
+        };
+        responses: {
+            /** @description Renamed. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_ProjectOut"];
+                };
+            };
+            /** @description Created. */
+            201: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_ProjectOut"];
+                };
+            };
+            /** @description Invalid request: `details` lists every fault with its path (the body's fields, or `["headers", "Idempotency-Key"]`). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The name is taken within its parent, or the key is revoked. */
+            409: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is not JSON (`Content-Type: application/json`). */
+            415: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminListKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The project's id. */
+                projectId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_KeyList"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminCreateKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The project's id. */
+                projectId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["KeyIn"];
+            };
+        };
+        responses: {
+            /** @description Rotated; the new secret is in this response only. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_KeyWithSecret"];
+                };
+            };
+            /** @description Created; the secret is in this response only. */
+            201: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_KeyWithSecret"];
+                };
+            };
+            /** @description Invalid request: `details` lists every fault with its path (the body's fields, or `["headers", "Idempotency-Key"]`). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The name is taken within its parent, or the key is revoked. */
+            409: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is not JSON (`Content-Type: application/json`). */
+            415: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminRevokeKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key's id. */
+                keyId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key, revoked. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_KeyOut"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The name is taken within its parent, or the key is revoked. */
+            409: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminRotateKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key's id. */
+                keyId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RotateIn"];
+            };
+        };
+        responses: {
+            /** @description Rotated; the new secret is in this response only. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_KeyWithSecret"];
+                };
+            };
+            /** @description Created; the secret is in this response only. */
+            201: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_KeyWithSecret"];
+                };
+            };
+            /** @description Invalid request: `details` lists every fault with its path (the body's fields, or `["headers", "Idempotency-Key"]`). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The name is taken within its parent, or the key is revoked. */
+            409: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is not JSON (`Content-Type: application/json`). */
+            415: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminListDevices: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The project's id. */
+                projectId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_ProjectDeviceList"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminDeleteDevice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The project's id. */
+                projectId: string;
+                /** @description The device's id. */
+                deviceId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The device was removed. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_DeletedDevice"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminListAudit: {
+        parameters: {
+            query?: {
+                /** @description Entries per page, 1 to 100; 50 when absent. */
+                limit?: number;
+                /** @description Where to continue: the `nextCursor` of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_AuditPage"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
                 headers: {
                     /** @description Requests allowed per minute. */
                     "X-RateLimit-Limit": number;

@@ -245,4 +245,64 @@ mod tests {
             .expect("reads back");
         assert_eq!(key.scopes, KeyScope::ALL.to_vec());
     }
+
+    /// A database last opened before organizations and projects were
+    /// records: the scopes its keys, devices and events carry become
+    /// records, each named as its slug.
+    #[test]
+    fn scopes_that_exist_only_as_strings_are_adopted() {
+        let mut c = rusqlite::Connection::open_in_memory().expect("opens");
+        let records_at = MIGRATIONS
+            .iter()
+            .position(|sql| sql.contains("CREATE TABLE organizations"))
+            .expect("the records migration");
+        for sql in &MIGRATIONS[..records_at] {
+            c.execute_batch(sql).expect("older migration");
+        }
+        c.pragma_update(None, "user_version", records_at as i64)
+            .expect("version");
+        c.execute_batch(
+            "INSERT INTO api_keys (id, name, org, project, hash, prefix, rate_limit, created_at, \
+             revoked_at) VALUES ('k1', NULL, 'acme', 'web', 'h', 'p', NULL, \
+             '2025-01-01T00:00:00Z', NULL); \
+             INSERT INTO devices (id, org, project, token, environment, active, created_at, \
+             updated_at) VALUES ('d1', 'acme', 'ios', 't', 'sandbox', 1, \
+             '2025-01-02T00:00:00Z', '2025-01-02T00:00:00Z'); \
+             INSERT INTO events (id, org, project, channel_name, title, tags, metadata, notify, \
+             created_at) VALUES ('e1', 'globex', 'api', 'c', 't', '[]', '{}', 0, \
+             '2025-01-03T00:00:00Z');",
+        )
+        .expect("old data");
+
+        migrate(&mut c).expect("migrates");
+        let mut scopes: Vec<(String, String, String, String)> = c
+            .prepare(
+                "SELECT o.name, o.slug, p.name, p.slug FROM projects p \
+                 JOIN organizations o ON o.id = p.organization_id ORDER BY o.name, p.name",
+            )
+            .expect("query")
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .expect("rows")
+            .collect::<rusqlite::Result<_>>()
+            .expect("read");
+        scopes.dedup();
+        let pair = |o: &str, p: &str| (o.to_owned(), o.to_owned(), p.to_owned(), p.to_owned());
+        assert_eq!(
+            scopes,
+            vec![
+                pair("acme", "ios"),
+                pair("acme", "web"),
+                pair("globex", "api")
+            ]
+        );
+        let id: String = c
+            .query_row("SELECT id FROM organizations LIMIT 1", [], |r| r.get(0))
+            .expect("an id");
+        assert_eq!(
+            uuid::Uuid::parse_str(&id)
+                .expect("a UUID")
+                .get_version_num(),
+            7
+        );
+    }
 }

@@ -94,18 +94,27 @@ pub(super) async fn rename_organization(
     id: Uuid,
     name: &str,
 ) -> StoreResult<Result<bool, NameTaken>> {
+    rename(store, "organizations", "id <> ?1", id, name).await
+}
+
+/// Renames the record `id` of `table` unless one of its siblings (a `WHERE`
+/// with `?1` the record's id) has the name.
+async fn rename(
+    store: &SqliteStore,
+    table: &'static str,
+    siblings: &'static str,
+    id: Uuid,
+    name: &str,
+) -> StoreResult<Result<bool, NameTaken>> {
     let name = name.to_owned();
     store
         .run(move |c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let others = "id <> ?1";
-            if let Some(taken) =
-                holder(&tx, "organizations", others, &id.to_string(), &name, false)?
-            {
+            if let Some(taken) = holder(&tx, table, siblings, &id.to_string(), &name, false)? {
                 return Ok(Err(taken));
             }
             let n = tx.execute(
-                "UPDATE organizations SET name = ?2 WHERE id = ?1",
+                &format!("UPDATE {table} SET name = ?2 WHERE id = ?1"),
                 params![id.to_string(), name],
             )?;
             tx.commit()?;
@@ -155,21 +164,7 @@ pub(super) async fn rename_project(
     id: Uuid,
     name: &str,
 ) -> StoreResult<Result<bool, NameTaken>> {
-    let name = name.to_owned();
-    store
-        .run(move |c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let siblings = "id <> ?1 AND organization_id = \
-                            (SELECT organization_id FROM projects WHERE id = ?1)";
-            if let Some(taken) = holder(&tx, "projects", siblings, &id.to_string(), &name, false)? {
-                return Ok(Err(taken));
-            }
-            let n = tx.execute(
-                "UPDATE projects SET name = ?2 WHERE id = ?1",
-                params![id.to_string(), name],
-            )?;
-            tx.commit()?;
-            Ok(Ok(n == 1))
-        })
-        .await
+    let siblings = "id <> ?1 AND organization_id = \
+                    (SELECT organization_id FROM projects WHERE id = ?1)";
+    rename(store, "projects", siblings, id, name).await
 }
