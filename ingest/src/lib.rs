@@ -9,8 +9,9 @@
 //! handlers in [`api`], whose bodies are checked by [`validation`] against
 //! the schemas [`openapi`] publishes. [`routes`] is the one rule for which
 //! routes need a key (or, under `/admin/v1`, an admin token: [`admin`] is
-//! the admin API) and take an `Idempotency-Key`. [`feed`] serves the
-//! feed page at `/`, a browser client of the read API.
+//! the admin API) and take an `Idempotency-Key`. [`pages`] serves the
+//! browser pages: the feed at `/` (a client of the read API) and the
+//! dashboard at `/dashboard` (a client of the admin API).
 //!
 //! Beside the requests, background tasks: the [`outbox`] relay, the [`tail`]
 //! that live streams follow (what every replica records), and
@@ -32,7 +33,6 @@ pub mod cli;
 pub mod config;
 mod cors;
 mod error;
-mod feed;
 mod gate;
 mod header_limit;
 mod idempotency;
@@ -40,6 +40,7 @@ mod last_used;
 mod metrics;
 mod openapi;
 mod outbox;
+mod pages;
 mod query;
 mod rate_limit;
 mod request_id;

@@ -27,13 +27,13 @@ use crate::{
     body_limit::limit_body,
     config::Config,
     cors::{Cors, cors},
-    feed::{self, Feed},
     gate::gate,
     header_limit::{HeaderLimits, limit_headers},
     idempotency::idempotency,
     metrics::{self, IngestMetrics, RequestObserver, Routes},
     openapi,
     outbox::Outbox,
+    pages::{self, Pages},
     query::{QueryRules, check_query},
     request_id::request_id,
     server,
@@ -187,7 +187,7 @@ fn routes(
     // The page shows the published 3.1 document, what clients get.
     let docs_html = Html(openapi::docs_page(&service, &document));
     const EXTRA_ROUTES: [&str; 3] = ["/openapi.json", "/docs", "/metrics"];
-    let extra_routes: Vec<&str> = EXTRA_ROUTES.into_iter().chain(feed::ROUTES).collect();
+    let extra_routes: Vec<&str> = EXTRA_ROUTES.into_iter().chain(pages::ROUTES).collect();
     let observer = Arc::new(RequestObserver {
         metrics: state.metrics.clone(),
         routes: Routes::new(
@@ -211,7 +211,7 @@ fn routes(
         max_bytes: state.config.max_header_bytes,
     };
     let (s1, s2, s3) = (Arc::clone(&state), Arc::clone(&state), Arc::clone(&state));
-    let feed = Arc::new(Feed::new());
+    let pages = Arc::new(Pages::new());
     let app = Route::new()
         .at(
             "/openapi.json",
@@ -230,7 +230,7 @@ fn routes(
         )
         .nest("/", service)
         .data(validators)
-        .around(move |ep, req| feed::serve(ep, req, Arc::clone(&feed)))
+        .around(move |ep, req| pages::serve(ep, req, Arc::clone(&pages)))
         .around(move |ep, req| check_query(ep, req, Arc::clone(&query_rules)))
         .around(move |ep, req| idempotency(ep, req, Arc::clone(&s1)))
         .around(move |ep, req| allow(ep, req, Arc::clone(&allowed)))

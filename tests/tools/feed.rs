@@ -3,28 +3,17 @@
 //! from the stream without reloading, filters by channel, tag and search,
 //! loads older events with the cursor, and says plainly when a key is wrong
 //! or lacks `events:read`.
-//!
-//! The browser is driven over W3C WebDriver: Debian's `chromedriver`
-//! (package chromium-driver, built from the same source as its chromium)
-//! and the `fantoccini` client. Interaction while the page stays open needs
-//! a driver protocol (`--dump-dom` only reads a page once); WebDriver is the
-//! standard one, and fantoccini is a small, well-kept async client, where
-//! the DevTools-protocol crates compile a generated binding of the whole
-//! protocol.
+//! The browser is headless Chromium over WebDriver (browser.rs).
 
-use std::{os::unix::process::CommandExt as _, path::PathBuf, process::Stdio, time::Duration};
+use std::time::Duration;
 
 use common::store::KeyScope;
-use fantoccini::{Client, ClientBuilder, Locator};
-use hyper_util::client::legacy::connect::HttpConnector;
+use fantoccini::Locator;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tocsin_tests::{
-    StoreKind, TestApp, TestConfig, eventually, free_port, proxy::Proxy, test_tool,
-};
+use tocsin_tests::{StoreKind, TestApp, TestConfig, proxy::Proxy};
 
-/// Enough for Chromium to start, load the page and make its first calls.
-const LOAD_TIMEOUT: Duration = Duration::from_secs(20);
+use crate::browser::{Browser, LOAD_TIMEOUT};
 
 /// The promise: a posted event is on the page within two seconds.
 const LIVE_WITHIN: Duration = Duration::from_secs(2);
@@ -285,27 +274,7 @@ async fn the_feed_shows_events_and_a_new_one_live_and_filters_them() {
     browser.screenshot("feed.png").await;
 
     // On a phone's width nothing runs off the side.
-    browser
-        .client
-        .set_window_size(390, 844)
-        .await
-        .expect("a phone-sized window");
-    let overflow = browser
-        .script(
-            "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
-        )
-        .await;
-    assert_eq!(
-        overflow,
-        json!(0),
-        "the page is wider than a phone's screen"
-    );
-    browser.screenshot("feed-phone.png").await;
-    browser
-        .client
-        .set_window_size(1100, 900)
-        .await
-        .expect("the window back to its size");
+    browser.assert_fits_a_phone("feed-phone.png").await;
 
     // Older events: scrolling to the end loads the next page by its cursor.
     browser
@@ -591,140 +560,9 @@ async fn post(app: &TestApp, key: &str, body: Value) -> Value {
     answer["data"].clone()
 }
 
-/// A chromedriver of this test's own, and a headless Chromium session on it.
-struct Browser {
-    client: Client,
-    driver: Driver,
-}
-
-/// The chromedriver process group: killed with the browser it started when
-/// the test ends, however it ends.
-struct Driver {
-    child: std::process::Child,
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        if let Ok(group) = i32::try_from(self.child.id()) {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(group),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-        let _ = self.child.wait();
-    }
-}
-
 impl Browser {
-    /// A browser showing the page at `url`.
-    async fn opened_at(url: &str) -> Self {
-        let browser = Self::start().await;
-        browser.client.goto(url).await.expect("the page opens");
-        browser
-    }
-
-    async fn start() -> Self {
-        let chromedriver = test_tool("CHROMEDRIVER", "/usr/bin/chromedriver");
-        let chromium = test_tool("CHROMIUM", "/usr/bin/chromium");
-        let port = free_port();
-        let child = std::process::Command::new(&chromedriver)
-            .arg(format!("--port={port}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "{} does not start ({e}): run scripts/install-test-tools (or set CHROMEDRIVER)",
-                    chromedriver.display()
-                )
-            });
-        let driver = Driver { child };
-        let url = format!("http://127.0.0.1:{port}");
-        let capabilities = json!({
-            "goog:chromeOptions": {
-                "binary": chromium,
-                "args": [
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-dev-shm-usage",
-                    "--disable-extensions",
-                    "--disable-background-networking",
-                    "--no-first-run",
-                    "--window-size=1100,900",
-                    // Nothing leaves the machine.
-                    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost",
-                ],
-            },
-        });
-        let Value::Object(capabilities) = capabilities else {
-            unreachable!("an object literal");
-        };
-        let mut builder = ClientBuilder::new(HttpConnector::new());
-        builder.capabilities(capabilities);
-        // The driver listens a moment after it starts.
-        let client = eventually(LOAD_TIMEOUT, "chromedriver to take a session", async || {
-            builder.connect(&url).await
-        })
-        .await;
-        Self { client, driver }
-    }
-
-    /// Runs `script` in the page and returns what it returns.
-    async fn script(&self, script: &str) -> Value {
-        self.client
-            .execute(script, vec![])
-            .await
-            .unwrap_or_else(|e| panic!("the script failed ({e}): {script}"))
-    }
-
-    async fn snapshot(&self) -> Result<Page, String> {
-        let value = self
-            .client
-            .execute(SNAPSHOT, vec![])
-            .await
-            .map_err(|e| e.to_string())?;
-        serde_json::from_value(value).map_err(|e| e.to_string())
-    }
-
-    /// Waits until the page shows what `ready` looks for, and returns it.
+    /// Waits until the feed shows what `ready` looks for, and returns it.
     async fn wait(&self, timeout: Duration, what: &str, ready: impl Fn(&Page) -> bool) -> Page {
-        eventually(timeout, what, async || {
-            let page = self.snapshot().await?;
-            if ready(&page) {
-                Ok(page)
-            } else {
-                Err(format!("{page:?}"))
-            }
-        })
-        .await
-    }
-
-    /// Clicks the element `css` names, as a person would.
-    async fn click(&self, css: &str) {
-        self.client
-            .find(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("nothing matches {css} ({e})"))
-            .click()
-            .await
-            .unwrap_or_else(|e| panic!("{css} cannot be clicked ({e})"));
-    }
-
-    /// Saves a PNG of the window under the target directory and prints where.
-    async fn screenshot(&self, name: &str) -> PathBuf {
-        let png = self.client.screenshot().await.expect("a screenshot");
-        let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
-        std::fs::write(&path, png).expect("the screenshot is saved");
-        eprintln!("screenshot of the feed page: {}", path.display());
-        path
-    }
-
-    async fn close(self) {
-        let Self { client, driver } = self;
-        let _ = client.close().await;
-        drop(driver);
+        self.wait_for(SNAPSHOT, timeout, what, ready).await
     }
 }

@@ -5,6 +5,8 @@
 //! `cargo test -p tocsin-tests --test tools`.
 
 mod balancer;
+mod browser;
+mod dashboard;
 mod dependencies;
 mod deploy;
 mod docs;

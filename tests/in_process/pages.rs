@@ -1,8 +1,11 @@
-//! The feed page's files as served (the page itself runs in a browser in
-//! tests/tools/feed.rs): no key needed, every file it links served here and
-//! nothing from elsewhere, headers fit for a page that holds a key (a strict
-//! Content-Security-Policy, nosniff, no referrer), caching that lets a
-//! browser keep the files whose names carry their hash, and a small total.
+//! The browser pages' files as served, the feed at `/` and the dashboard at
+//! `/dashboard` (the pages themselves run in a browser in tests/tools/feed.rs
+//! and tests/tools/dashboard.rs): no key needed, every file a page links
+//! served here and nothing from elsewhere, headers fit for a page that holds
+//! a key or an admin token (a strict Content-Security-Policy, nosniff, no
+//! referrer), caching that lets a browser keep the files whose names carry
+//! their hash, a small total, and the look shared (both link one
+//! stylesheet).
 
 use reqwest::{Method, Response};
 use scraper::{Html, Selector};
@@ -41,8 +44,64 @@ fn assert_page_headers(response: &Response) {
 #[tokio::test]
 async fn the_feed_page_and_its_files_are_served_small_strict_and_cacheable() {
     let app = TestApp::spawn(StoreKind::Sqlite).await;
+    assert_served(&app, "/", "/feed/").await;
+}
 
-    let page = app.get("/").await;
+#[tokio::test]
+async fn the_dashboard_and_its_files_are_served_small_strict_and_cacheable() {
+    let app = TestApp::spawn(StoreKind::Sqlite).await;
+    let files = assert_served(&app, "/dashboard", "/dashboard/").await;
+    // Its own script, not the feed's.
+    assert!(
+        files.iter().any(|f| f.starts_with("/dashboard/dashboard.")),
+        "{files:?}"
+    );
+}
+
+/// One look: both pages link the same stylesheet (by its content hash).
+#[tokio::test]
+async fn the_feed_and_the_dashboard_share_one_stylesheet() {
+    let app = TestApp::spawn(StoreKind::Sqlite).await;
+    let shared = |files: Vec<String>| -> Vec<String> {
+        files
+            .iter()
+            .filter_map(|f| f.rsplit('/').next())
+            .filter(|name| name.starts_with("tocsin.") && name.ends_with(".css"))
+            .map(String::from)
+            .collect()
+    };
+    let feed = shared(linked(&app.get("/").await.text().await.expect("the page")).0);
+    let dashboard = shared(linked(&app.get("/dashboard").await.text().await.expect("the page")).0);
+    assert_eq!(feed.len(), 1, "{feed:?}");
+    assert_eq!(feed, dashboard);
+}
+
+/// The files `html` links, sorted, and how many inline scripts or styles
+/// it has.
+fn linked(html: &str) -> (Vec<String>, usize) {
+    let dom = Html::parse_document(html);
+    let select = |css| Selector::parse(css).expect("a selector");
+    let mut linked: Vec<String> = dom
+        .select(&select("script[src], img[src]"))
+        .filter_map(|e| e.value().attr("src"))
+        .chain(
+            dom.select(&select("link[href]"))
+                .filter_map(|e| e.value().attr("href")),
+        )
+        .map(String::from)
+        .collect();
+    linked.sort();
+    linked.dedup();
+    let inline = dom
+        .select(&select("script:not([src]), style, [style]"))
+        .count();
+    (linked, inline)
+}
+
+/// The page at `path` and every file it links (all under `folder`): the
+/// headers, caching and size each page promises. Returns the files.
+async fn assert_served(app: &TestApp, path: &str, folder: &str) -> Vec<String> {
+    let page = app.get(path).await;
     assert_eq!(page.status(), 200);
     assert_eq!(header(&page, "content-type"), "text/html; charset=utf-8");
     assert_page_headers(&page);
@@ -54,7 +113,7 @@ async fn the_feed_page_and_its_files_are_served_small_strict_and_cacheable() {
 
     let again = app
         .client
-        .get(app.url("/"))
+        .get(app.url(path))
         .header("if-none-match", &etag)
         .send()
         .await
@@ -63,25 +122,7 @@ async fn the_feed_page_and_its_files_are_served_small_strict_and_cacheable() {
 
     // Everything the page loads, and that none of it is inline (the policy
     // would block it).
-    let (linked, inline) = {
-        let dom = Html::parse_document(&html);
-        let select = |css| Selector::parse(css).expect("a selector");
-        let mut linked: Vec<String> = dom
-            .select(&select("script[src], img[src]"))
-            .filter_map(|e| e.value().attr("src"))
-            .chain(
-                dom.select(&select("link[href]"))
-                    .filter_map(|e| e.value().attr("href")),
-            )
-            .map(String::from)
-            .collect();
-        linked.sort();
-        linked.dedup();
-        let inline = dom
-            .select(&select("script:not([src]), style, [style]"))
-            .count();
-        (linked, inline)
-    };
+    let (linked, inline) = linked(&html);
     assert_eq!(inline, 0, "inline script or style in the page");
     let kinds = ["css", "js", "svg"];
     for kind in kinds {
@@ -91,7 +132,7 @@ async fn the_feed_page_and_its_files_are_served_small_strict_and_cacheable() {
         );
     }
     for link in &linked {
-        assert!(link.starts_with("/feed/"), "{link} is not served by ingest");
+        assert!(link.starts_with(folder), "{link} is not served by ingest");
         let response = app.get(link).await;
         assert_eq!(response.status(), 200, "{link}");
         assert_page_headers(&response);
@@ -119,23 +160,24 @@ async fn the_feed_page_and_its_files_are_served_small_strict_and_cacheable() {
             .expect("sent");
         assert_eq!(again.status(), 304, "{link} is sent again unchanged");
     }
-    eprintln!("the feed page and its files: {total} bytes");
+    eprintln!("{path} and its files: {total} bytes");
     assert!(
         total <= MOST_BYTES,
-        "the feed page and its files weigh {total} bytes, over {MOST_BYTES}"
+        "{path} and its files weigh {total} bytes, over {MOST_BYTES}"
     );
 
     // A name that is not one of the page's files (an old release's hash).
-    Reply::of(app.get("/feed/feed.0123456789abcdef.js").await)
+    Reply::of(app.get(&format!("{folder}feed.0123456789abcdef.js")).await)
         .await
         .assert_error_envelope(404);
     // The page is read-only.
     let post = app
         .client
-        .request(Method::POST, app.url("/"))
+        .request(Method::POST, app.url(path))
         .send()
         .await
         .expect("sent");
     assert_eq!(header(&post, "allow"), "GET, HEAD");
     Reply::of(post).await.assert_error_envelope(405);
+    linked
 }

@@ -1,0 +1,292 @@
+//! The dashboard (`GET /dashboard`) in a real headless Chromium, against
+//! the real admin API: signed in with a token from `ingest admin create`,
+//! an operator creates an organization, a project and an API key on the
+//! page, copies the key from it, the key records an event (201), the key is
+//! revoked on the page behind a confirmation, and the same request gets 401.
+//! A wrong token is refused plainly and kept nowhere. Needs the `ingest`
+//! binary (`cargo build --workspace`) for `ingest admin create`.
+
+use fantoccini::Locator;
+use serde::Deserialize;
+use serde_json::json;
+use tocsin_tests::{StoreKind, TestApp, process};
+
+use crate::browser::{Browser, LOAD_TIMEOUT};
+
+/// What the dashboard shows, read from its DOM in one script.
+const SNAPSHOT: &str = r#"
+const $ = (id) => document.getElementById(id);
+const shown = (id) => !$(id).hidden;
+return {
+  login: shown('login'),
+  app: shown('app'),
+  error: shown('error') ? $('error').textContent : null,
+  notice: $('notice').textContent,
+  who: $('who').textContent,
+  orgs: [...document.querySelectorAll('#orgs .org')].map((o) => ({
+    name: o.querySelector('h3').textContent,
+    projects: [...o.querySelectorAll('.projects li .name')].map((n) => n.textContent),
+  })),
+  keys: [...document.querySelectorAll('#keys tbody tr')].map((tr) => ({
+    id: tr.dataset.id,
+    text: tr.textContent,
+    revoked: tr.classList.contains('revoked'),
+  })),
+  secret: shown('secret') ? $('secret-value').textContent : null,
+  curl: $('secret-curl').textContent,
+  client: $('secret-client').textContent,
+  dialog: $('dialog').open,
+  stored: sessionStorage.getItem('tocsin.admin'),
+  local: localStorage.length,
+  cookies: document.cookie,
+};
+"#;
+
+/// The actions the audit log lists, top to bottom.
+const AUDIT: &str =
+    "return [...document.querySelectorAll('#audit .action')].map((a) => a.textContent)";
+
+#[derive(Debug, Deserialize)]
+struct Dashboard {
+    login: bool,
+    app: bool,
+    error: Option<String>,
+    notice: String,
+    who: String,
+    orgs: Vec<Org>,
+    keys: Vec<KeyRow>,
+    secret: Option<String>,
+    curl: String,
+    client: String,
+    dialog: bool,
+    stored: Option<String>,
+    local: u32,
+    cookies: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Org {
+    name: String,
+    projects: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct KeyRow {
+    id: String,
+    text: String,
+    revoked: bool,
+}
+
+/// A token from `ingest admin create`, against the test app's SQLite store.
+fn admin_token(app: &TestApp, name: &str) -> String {
+    let data_dir = app.config.backend.data_dir.display().to_string();
+    process::run(
+        "ingest",
+        &["admin", "create", "--name", name],
+        &[("INGEST_DATA_DIR", data_dir)],
+    )
+    .trim()
+    .to_owned()
+}
+
+impl Browser {
+    async fn dashboard(&self, what: &str, ready: impl Fn(&Dashboard) -> bool) -> Dashboard {
+        self.wait_for(SNAPSHOT, LOAD_TIMEOUT, what, ready).await
+    }
+
+    /// Types `text` into the field `css` names.
+    async fn type_into(&self, css: &str, text: &str) {
+        let field = self
+            .client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no field {css} ({e})"));
+        field.clear().await.expect("cleared");
+        field.send_keys(text).await.expect("typed");
+    }
+}
+
+/// POST /v1/events with `key`: the status.
+async fn post_event(app: &TestApp, key: &str) -> u16 {
+    let body = json!({ "channelName": "deploys", "title": "From the dashboard's key",
+        "notify": false });
+    app.post_event(key, &body).await.status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_makes_a_key_on_the_dashboard_uses_it_and_revokes_it() {
+    let app = TestApp::spawn(StoreKind::Sqlite).await;
+    let token = admin_token(&app, "ops-lead");
+    let browser = Browser::opened_at(&app.url("/dashboard")).await;
+
+    browser.dashboard("the sign-in form", |d| d.login).await;
+    browser.type_into("#token-input", &token).await;
+    browser.click("#token-form button[type=submit]").await;
+    let page = browser
+        .dashboard("the signed-in dashboard", |d| {
+            d.app && d.who.contains("ops-lead")
+        })
+        .await;
+    assert_eq!(page.stored.as_deref(), Some(token.as_str()));
+    assert_eq!(page.local, 0, "something kept in local storage");
+    assert_eq!(page.cookies, "", "the dashboard set a cookie");
+
+    // An organization and a project, made on the page.
+    browser.type_into("#org-name", "acme").await;
+    browser.click("#org-form button[type=submit]").await;
+    browser
+        .dashboard("the new organization", |d| {
+            d.orgs.iter().any(|o| o.name == "acme")
+        })
+        .await;
+    browser
+        .type_into("#orgs .org form input[name=name]", "web")
+        .await;
+    browser.click("#orgs .org form button[type=submit]").await;
+    browser
+        .dashboard("the new project", |d| {
+            d.orgs
+                .iter()
+                .any(|o| o.name == "acme" && o.projects == ["web"])
+        })
+        .await;
+
+    // Settings → API Keys: a key named "ci", all four scopes by default.
+    browser.click("#orgs .projects li button.keys").await;
+    browser
+        .dashboard("the project's (empty) key list", |d| d.keys.is_empty())
+        .await;
+    browser.type_into("#key-name", "ci").await;
+    browser.type_into("#key-rate", "600").await;
+    browser.click("#key-form button[type=submit]").await;
+    let page = browser
+        .dashboard("the new key, shown once", |d| {
+            d.secret.is_some() && d.keys.len() == 1
+        })
+        .await;
+    browser.click("[data-copy=secret-value]").await;
+    let secret = page.secret.clone().expect("the secret");
+    assert!(secret.starts_with("tocsin_"), "{secret:?}");
+    let row = &page.keys[0];
+    for shown in [
+        "ci",
+        "events:write",
+        "events:read",
+        "devices:write",
+        "devices:read",
+        "600/min",
+        "never",
+    ] {
+        assert!(
+            row.text.contains(shown),
+            "{shown:?} not in the key's row: {}",
+            row.text
+        );
+    }
+    assert!(!row.text.contains(&secret), "the list shows the secret");
+    // Ready to paste: this server's origin and the key.
+    assert!(
+        page.curl.contains(&format!("{}/v1/events", app.base)) && page.curl.contains(&secret),
+        "{}",
+        page.curl
+    );
+    assert!(
+        page.client.contains("@tocsin/client") && page.client.contains(&secret),
+        "{}",
+        page.client
+    );
+    browser
+        .dashboard("the copy acknowledged", |d| !d.notice.is_empty())
+        .await;
+
+    assert_eq!(
+        post_event(&app, &secret).await,
+        201,
+        "the new key is refused"
+    );
+    browser.screenshot("dashboard.png").await;
+
+    // On a phone's width nothing runs off the side.
+    browser.assert_fits_a_phone("dashboard-phone.png").await;
+
+    // Revoke, behind a confirmation: cancelling keeps the key.
+    browser.click("#secret-done").await;
+    let revoke = format!("#keys tr[data-id=\"{}\"] button.revoke", row.id);
+    browser.click(&revoke).await;
+    browser.dashboard("the confirmation", |d| d.dialog).await;
+    browser.click("#dialog-cancel").await;
+    browser
+        .dashboard("the confirmation closed", |d| !d.dialog)
+        .await;
+    assert_eq!(
+        post_event(&app, &secret).await,
+        201,
+        "cancelling revoked the key"
+    );
+    browser.click(&revoke).await;
+    browser.dashboard("the confirmation", |d| d.dialog).await;
+    browser.click("#dialog-ok").await;
+    let page = browser
+        .dashboard("the key marked revoked", |d| {
+            d.keys.len() == 1 && d.keys[0].revoked
+        })
+        .await;
+    assert_eq!(page.error, None);
+    assert_eq!(
+        post_event(&app, &secret).await,
+        401,
+        "the revoked key still works"
+    );
+
+    // The audit log has what happened here, newest first (after the
+    // token's own creation by the CLI).
+    browser.click(".tabs a[data-view=audit]").await;
+    let actions: Vec<String> = browser
+        .wait_for(AUDIT, LOAD_TIMEOUT, "the audit log", |a: &Vec<String>| {
+            a.len() >= 5
+        })
+        .await;
+    assert_eq!(
+        actions,
+        [
+            "key.revoke",
+            "key.create",
+            "project.create",
+            "organization.create",
+            "admin.create"
+        ],
+    );
+
+    // Signing out forgets the token.
+    browser.click("#sign-out").await;
+    let page = browser
+        .dashboard("the sign-in form again", |d| d.login)
+        .await;
+    assert_eq!(page.stored, None);
+    assert!(!page.app);
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_refuses_an_api_key_or_a_wrong_token_and_keeps_neither() {
+    let app = TestApp::spawn(StoreKind::Sqlite).await;
+    let (api_key, _) = app.new_key().await;
+    let browser = Browser::opened_at(&app.url("/dashboard")).await;
+    for wrong in [api_key.as_str(), "tocsinadm_not-a-real-token"] {
+        browser.type_into("#token-input", wrong).await;
+        browser.click("#token-form button[type=submit]").await;
+        let page = browser
+            .dashboard("the refusal", |d| d.error.is_some())
+            .await;
+        let error = page.error.as_deref().unwrap_or_default();
+        assert!(
+            error.contains("not accepted") && page.login && !page.app,
+            "{wrong}: {error:?}"
+        );
+        assert_eq!(page.stored, None, "the refused token was kept");
+        browser
+            .script("document.getElementById('error').hidden = true; return null")
+            .await;
+    }
+    browser.close().await;
+}
