@@ -425,8 +425,10 @@ async fn mongodb_adopts_scopes_that_exist_only_as_strings_at_open() {
     );
     store.insert_api_key(&key).await.expect("an old key");
     let registration = common::store::DeviceRegistration {
-        token: "ab".repeat(32),
-        environment: common::store::ApnsEnvironment::Sandbox,
+        target: common::store::PushTarget::Apns {
+            token: "ab".repeat(32),
+            environment: common::store::ApnsEnvironment::Sandbox,
+        },
         name: None,
         channels: None,
     };

@@ -191,12 +191,36 @@ export interface paths {
         put?: never;
         /**
          * Register a device
-         * @description Registering a token the project already has updates that device and
-         *     makes it active again.
+         * @description An APNs token (`kind` `apns`, the default), a browser's Web Push
+         *     subscription (`webpush`, as `PushSubscription.toJSON()` gives it) or
+         *     an FCM token (`fcm`). Registering a token or subscription the
+         *     project already has updates that device and makes it active again.
+         *     A subscription's endpoint must be https on a public address.
          *
          *     Needs the `devices:write` scope.
          */
         post: operations["registerDevice"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webpush/key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The Web Push key
+         * @description The VAPID public key a web page subscribes with. Needs no API key.
+         *     404 when this server has no VAPID key (Web Push is not configured).
+         */
+        get: operations["getWebPushKey"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -527,6 +551,38 @@ export interface components {
             createdAt: string;
         };
         /**
+         * ApnsDeviceIn
+         * @description An iPhone to push alerts to through APNs. Unknown fields are rejected.
+         * @example {
+         *       "kind": "apns",
+         *       "token": "a1b2c3d4e5f60718a1b2c3d4e5f60718a1b2c3d4e5f60718a1b2c3d4e5f60718",
+         *       "environment": "sandbox",
+         *       "name": "On-call iPhone",
+         *       "channels": [
+         *         "payments"
+         *       ]
+         *     }
+         */
+        ApnsDeviceIn: {
+            /** @description `apns`, the default when absent. */
+            kind?: components["schemas"]["ApnsKind"] & unknown;
+            /** @description The APNs device token, in hex. */
+            token: string;
+            environment: components["schemas"]["Environment"];
+            /** @description A label to recognise the device by. */
+            name?: string;
+            /**
+             * @description Only events of these channels are pushed to the device; absent means
+             *     every channel. At most 50, each 1 to 100 characters.
+             */
+            channels?: string[];
+        };
+        /**
+         * @description `"apns"`: an iPhone app's APNs device token.
+         * @enum {string}
+         */
+        ApnsKind: "apns";
+        /**
          * AuditEntryOut
          * @description One entry of the audit log. It never holds a secret.
          */
@@ -623,6 +679,11 @@ export interface components {
             attempts: number;
             /** @description Why the last try failed. */
             error: string | null;
+            /**
+             * @description Who answered the last try: `apns`, `webpush`, `fcm`, or `log` (pushes
+             *     of the device's kind only logged, no credentials); null before that.
+             */
+            provider: string | null;
             /** Format: date-time */
             updatedAt: string;
         };
@@ -632,39 +693,15 @@ export interface components {
          */
         DeliveryStateOut: "sending" | "retrying" | "delivered" | "failed";
         /**
-         * DeviceIn
-         * @description A device to push alerts to. Unknown fields are rejected.
-         * @example {
-         *       "token": "a1b2c3d4e5f60718a1b2c3d4e5f60718a1b2c3d4e5f60718a1b2c3d4e5f60718",
-         *       "environment": "sandbox",
-         *       "name": "On-call iPhone",
-         *       "channels": [
-         *         "payments"
-         *       ]
-         *     }
+         * @description A device to push alerts to, by `kind`: `apns` (the default), `webpush`
+         *     or `fcm`.
          */
-        DeviceIn: {
-            /**
-             * @description The APNs device token, in hex.
-             * @example a1b2c3d4e5f60718a1b2c3d4e5f60718a1b2c3d4e5f60718a1b2c3d4e5f60718
-             */
-            token: string;
-            /** @example sandbox */
-            environment: components["schemas"]["Environment"];
-            /**
-             * @description A label to recognise the device by.
-             * @example On-call iPhone
-             */
-            name?: string;
-            /**
-             * @description Only events of these channels are pushed to the device; absent means
-             *     every channel. At most 50, each 1 to 100 characters.
-             * @example [
-             *       "payments"
-             *     ]
-             */
-            channels?: string[];
-        };
+        DeviceIn: components["schemas"]["ApnsDeviceIn"] | components["schemas"]["WebPushDeviceIn"] | components["schemas"]["FcmDeviceIn"];
+        /**
+         * @description Which push service reaches a device.
+         * @enum {string}
+         */
+        DeviceKindOut: "apns" | "webpush" | "fcm";
         /**
          * DeviceList
          * @description Every device of the project.
@@ -679,12 +716,23 @@ export interface components {
         DeviceOut: {
             /** Format: uuid */
             id: string;
-            token: string;
-            environment: components["schemas"]["Environment"];
+            kind: components["schemas"]["DeviceKindOut"];
+            /** @description The APNs or FCM token; null for a Web Push subscription. */
+            token: string | null;
+            /** @description The APNs environment; null for other kinds. */
+            environment: components["schemas"]["Environment"] | null;
+            /**
+             * @description The Web Push subscription's endpoint; null for other kinds. (Its
+             *     keys are never shown.)
+             */
+            endpoint: string | null;
             name: string | null;
             /** @description The channels it gets alerts from, or null for every channel. */
             channels: string[] | null;
-            /** @description False once APNs reported the token dead; re-registering revives it. */
+            /**
+             * @description False once its push service reported it gone; re-registering
+             *     revives it.
+             */
             active: boolean;
             /** @description Why the device was deactivated. */
             deactivatedReason: string | null;
@@ -822,6 +870,28 @@ export interface components {
         EventStats: {
             buckets: components["schemas"]["BucketOut"][];
         };
+        /**
+         * FcmDeviceIn
+         * @description An Android phone (or any FCM client) to push alerts to through Firebase
+         *     Cloud Messaging. Unknown fields are rejected.
+         */
+        FcmDeviceIn: {
+            kind: components["schemas"]["FcmKind"];
+            /** @description The FCM registration token. */
+            token: string;
+            /** @description A label to recognise the device by. */
+            name?: string;
+            /**
+             * @description Only events of these channels are pushed to the device; absent means
+             *     every channel. At most 50, each 1 to 100 characters.
+             */
+            channels?: string[];
+        };
+        /**
+         * @description `"fcm"`: a Firebase Cloud Messaging registration token.
+         * @enum {string}
+         */
+        FcmKind: "fcm";
         /** HealthOut */
         HealthOut: {
             /** @description `ok` when the check passed. */
@@ -1350,6 +1420,21 @@ export interface components {
             /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
             requestId: string;
         };
+        /**
+         * Success_WebPushKey
+         * @description The body of every successful response.
+         */
+        Success_WebPushKey: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["WebPushKey"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
         /** TargetOut */
         TargetOut: {
             type: components["schemas"]["TargetType"];
@@ -1362,6 +1447,67 @@ export interface components {
          * @enum {string}
          */
         TargetType: "organization" | "project" | "key" | "device" | "admin";
+        /**
+         * WebPushDeviceIn
+         * @description A browser to push alerts to through Web Push. Unknown fields are
+         *     rejected.
+         */
+        WebPushDeviceIn: {
+            kind: components["schemas"]["WebPushKind"];
+            subscription: components["schemas"]["WebPushSubscriptionIn"];
+            /** @description A label to recognise the device by. */
+            name?: string;
+            /**
+             * @description Only events of these channels are pushed to the device; absent means
+             *     every channel. At most 50, each 1 to 100 characters.
+             */
+            channels?: string[];
+        };
+        /**
+         * WebPushKey
+         * @description The key browsers subscribe with.
+         */
+        WebPushKey: {
+            /**
+             * @description The VAPID public key (uncompressed P-256 point, base64url): the
+             *     `applicationServerKey` of `pushManager.subscribe`.
+             */
+            publicKey: string;
+        };
+        /**
+         * WebPushKeys
+         * @description The keys of a Web Push subscription.
+         */
+        WebPushKeys: {
+            /** @description The browser's P-256 public key, base64url. */
+            p256dh: string;
+            /** @description The browser's 16-byte authentication secret, base64url. */
+            auth: string;
+        };
+        /**
+         * @description `"webpush"`: a browser's Web Push subscription.
+         * @enum {string}
+         */
+        WebPushKind: "webpush";
+        /**
+         * WebPushSubscriptionIn
+         * @description A browser's push subscription, exactly as `PushSubscription.toJSON()`
+         *     gives it.
+         */
+        WebPushSubscriptionIn: {
+            /**
+             * @description The push service's URL for this subscription: https, on a public
+             *     address.
+             */
+            endpoint: string;
+            /**
+             * Format: double
+             * @description When the subscription expires (milliseconds since the epoch), if the
+             *     browser says; accepted and not used.
+             */
+            expirationTime?: number | null;
+            keys: components["schemas"]["WebPushKeys"];
+        };
         /**
          * ErrorEnvelope
          * @description The body of every error response.
@@ -3175,7 +3321,10 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The token was already registered; the device was updated (and reactivated). */
+            /**
+             * @description The token or subscription was already registered; the device was
+             *     updated (and reactivated).
+             */
             200: {
                 headers: {
                     /** @description Requests allowed per minute. */
@@ -3321,6 +3470,140 @@ export interface operations {
             };
             /** @description This Idempotency-Key was used with a different request. */
             422: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getWebPushKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Web Push is configured: subscribe with this key. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_WebPushKey"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
                 headers: {
                     /** @description Requests allowed per minute. */
                     "X-RateLimit-Limit": number;
