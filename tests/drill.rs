@@ -27,7 +27,8 @@ use uuid::Uuid;
 /// lease (2 s here) plus the relay and retry delays, with room to spare.
 pub const SETTLE: Duration = Duration::from_secs(60);
 pub const DEVICES: u8 = 3;
-pub const PUSH_LOGGED: &str = "no APNs credentials configured: push logged, not sent";
+pub const PUSH_LOGGED: &str =
+    "no credentials configured for this kind of device: push logged, not sent";
 
 /// Settings shared by every process of a test: short leases, retries and
 /// relay delays, JSON logs, and no APNs credentials (pushes are logged).
