@@ -240,8 +240,11 @@ fn scalar_sample(schema: &Value, doc: &Value) -> Value {
     if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
         return first.clone();
     }
-    if let Some(first) = schema["allOf"].as_array().and_then(|s| s.first()) {
-        return scalar_sample(first, doc);
+    // A union shows its first variant (the device body: APNs, the default kind).
+    for key in ["allOf", "oneOf", "anyOf"] {
+        if let Some(first) = schema[key].as_array().and_then(|s| s.first()) {
+            return scalar_sample(first, doc);
+        }
     }
     if let Some(properties) = schema["properties"].as_object() {
         return Value::Object(

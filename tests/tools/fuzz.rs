@@ -40,6 +40,13 @@ include-operation-id = "eventStats"
 [operations.checks.positive_data_acceptance]
 expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "422", "429", "5xx"]
 
+# A Web Push subscription's endpoint must be an https URL whose host is
+# public (or an allow-listed origin): a rule over the network, not the form.
+[[operations]]
+include-operation-id = "registerDevice"
+[operations.checks.positive_data_acceptance]
+expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "422", "429", "5xx"]
+
 [[operations]]
 include-operation-id = "listEvents"
 [operations.checks.positive_data_acceptance]

@@ -98,7 +98,15 @@ struct Shape {
     has_body: bool,
     /// It changes something (POST, PATCH).
     writes: bool,
+    /// It answers 404 while a feature it serves is not configured, and why.
+    unconfigured: Option<&'static str>,
 }
+
+/// Operations that serve an optional feature, and what their 404 means.
+const OPTIONAL_FEATURES: &[(&str, &str)] = &[(
+    "/v1/webpush/key",
+    "Web Push is not configured on this server (it has no VAPID key).",
+)];
 
 /// Every error status an operation can answer, with when. The layers run
 /// for every route, so an operation that reads no body can still get 413 for
@@ -177,6 +185,9 @@ fn errors(shape: &Shape) -> Vec<(&'static str, Value)> {
             ),
         ));
     }
+    if let Some(why) = shape.unconfigured {
+        errors.push(("404", error_response(why, false)));
+    }
     if shape.has_body {
         errors.push((
             "415",
@@ -230,6 +241,10 @@ pub fn complete(doc: &mut Value) {
                 names_a_resource: path.contains('{'),
                 has_body: op.contains_key("requestBody"),
                 writes: method == Method::POST || method == Method::PATCH,
+                unconfigured: OPTIONAL_FEATURES
+                    .iter()
+                    .find(|(template, _)| template == path)
+                    .map(|(_, why)| *why),
             };
             complete_operation(op, &shape);
         }
