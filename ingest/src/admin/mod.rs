@@ -106,6 +106,12 @@ impl Directory {
         self.organizations.iter().find(|o| o.id == id)
     }
 
+    /// An organization, or 404.
+    pub fn existing_organization(&self, id: Uuid) -> Result<&Organization, ApiError> {
+        self.organization(id)
+            .ok_or_else(|| ApiError::NotFound("no organization with this id".into()))
+    }
+
     /// A project and its organization, or 404.
     pub fn project(&self, id: &str) -> Result<(&Organization, &Project), ApiError> {
         let not_found = || ApiError::NotFound("no project with this id".into());

@@ -163,11 +163,7 @@ impl TenancyApi {
         let id = parse_id(&org_id.0, "organization")?;
         let store = self.state.store.as_ref();
         let before = Directory::load(store).await?;
-        let from = before
-            .organization(id)
-            .ok_or_else(|| ApiError::NotFound("no organization with this id".into()))?
-            .name
-            .clone();
+        let from = before.existing_organization(id)?.name.clone();
         let name = body.0.name;
         renamed(
             store
@@ -183,9 +179,7 @@ impl TenancyApi {
             .audit(&self.state, "organization.rename", target, change)
             .await?;
         let directory = Directory::load(store).await?;
-        let organization = directory
-            .organization(id)
-            .ok_or_else(|| ApiError::NotFound("no organization with this id".into()))?;
+        let organization = directory.existing_organization(id)?;
         Ok(OrganizationResponse::Ok(Json(Success::new(
             directory.organization_out(organization),
             **request_id,
@@ -207,9 +201,7 @@ impl TenancyApi {
     ) -> poem::Result<ProjectListResponse> {
         let id = parse_id(&org_id.0, "organization")?;
         let directory = Directory::load(self.state.store.as_ref()).await?;
-        if directory.organization(id).is_none() {
-            return Err(ApiError::NotFound("no organization with this id".into()).into());
-        }
+        directory.existing_organization(id)?;
         let items = directory
             .projects_out(self.state.store.as_ref(), Some(id))
             .await?;
@@ -237,9 +229,7 @@ impl TenancyApi {
         let id = parse_id(&org_id.0, "organization")?;
         let store = self.state.store.as_ref();
         let directory = Directory::load(store).await?;
-        let organization = directory
-            .organization(id)
-            .ok_or_else(|| ApiError::NotFound("no organization with this id".into()))?;
+        let organization = directory.existing_organization(id)?;
         let name = body.0.name;
         let project = Project {
             id: Uuid::now_v7(),
