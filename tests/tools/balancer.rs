@@ -40,15 +40,19 @@ fn nginx_binary() -> PathBuf {
     debian
 }
 
-/// nginx in the foreground on `port`, balancing over `replicas` with the
-/// shipped configuration; stopped when dropped.
+/// nginx in the foreground on a loopback port, balancing over `replicas`
+/// with the shipped configuration; stopped when dropped.
 struct Nginx {
+    /// Where it answers: `http://127.0.0.1:<port>`.
+    front: String,
     child: Child,
     _dir: tempfile::TempDir,
 }
 
 impl Nginx {
-    fn start(port: u16, replicas: &[String]) -> Self {
+    /// Starts nginx and waits until it answers `/healthz` through a replica.
+    async fn start(replicas: &[String]) -> Self {
+        let port = free_port();
         let dir = tempfile::tempdir().expect("temp dir");
         let shipped = std::fs::read_to_string(workspace_root().join("deploy/nginx/tocsin.conf"))
             .expect("deploy/nginx/tocsin.conf");
@@ -89,7 +93,23 @@ impl Nginx {
             .stdout(Stdio::null())
             .spawn()
             .expect("nginx starts");
-        Self { child, _dir: dir }
+        let nginx = Self {
+            front: format!("http://127.0.0.1:{port}"),
+            child,
+            _dir: dir,
+        };
+        let client = reqwest::Client::new();
+        let health = format!("{}/healthz", nginx.front);
+        eventually(
+            Duration::from_secs(20),
+            "nginx to answer",
+            async || match client.get(&health).send().await {
+                Ok(r) if r.status() == 200 => Ok(()),
+                other => Err(format!("{other:?}")),
+            },
+        )
+        .await;
+        nginx
     }
 }
 
@@ -120,6 +140,14 @@ impl Replica {
                 ],
             )
     }
+}
+
+/// How many events each of two replicas answered 201.
+async fn recorded(replicas: &[Replica], client: &reqwest::Client) -> [f64; 2] {
+    [
+        replicas[0].recorded(client).await,
+        replicas[1].recorded(client).await,
+    ]
 }
 
 fn replica_env(database: &str, prefix: &str) -> Vec<(&'static str, String)> {
@@ -176,19 +204,9 @@ async fn two_replicas_behind_the_shipped_nginx_keep_each_keys_quota_exact() {
         .iter()
         .map(|r| r.base.trim_start_matches("http://").to_owned())
         .collect();
-    let port = free_port();
-    let _nginx = Nginx::start(port, &addrs);
-    let front = format!("http://127.0.0.1:{port}");
+    let nginx = Nginx::start(&addrs).await;
+    let front = nginx.front.clone();
     let client = reqwest::Client::new();
-    eventually(
-        Duration::from_secs(20),
-        "nginx to answer",
-        async || match client.get(format!("{front}/healthz")).send().await {
-            Ok(r) if r.status() == 200 => Ok(()),
-            other => Err(format!("{other:?}")),
-        },
-    )
-    .await;
 
     // The quota refills as time passes (one request every 60/QUOTA s): a
     // slow machine earns each key a few more than QUOTA, counted from here.
@@ -201,15 +219,9 @@ async fn two_replicas_behind_the_shipped_nginx_keep_each_keys_quota_exact() {
             break;
         }
         let key = create_key(&env);
-        let before = [
-            replicas[0].recorded(&client).await,
-            replicas[1].recorded(&client).await,
-        ];
+        let before = recorded(&replicas, &client).await;
         assert_eq!(post_event(&client, &front, &key, 0).await, 201);
-        let after = [
-            replicas[0].recorded(&client).await,
-            replicas[1].recorded(&client).await,
-        ];
+        let after = recorded(&replicas, &client).await;
         let served: Vec<usize> = (0..2).filter(|&i| after[i] > before[i]).collect();
         assert_eq!(served.len(), 1, "one replica answers each request");
         keys_of[served[0]].push(key);
@@ -222,10 +234,7 @@ async fn two_replicas_behind_the_shipped_nginx_keep_each_keys_quota_exact() {
     // Every request of the chosen keys at once: each key gets its quota
     // (the first request above included) and no more, whichever replica it
     // is on. Round robin would let each key through on both replicas.
-    let recorded_before = [
-        replicas[0].recorded(&client).await,
-        replicas[1].recorded(&client).await,
-    ];
+    let recorded_before = recorded(&replicas, &client).await;
     let keys: Vec<String> = keys_of
         .iter()
         .flat_map(|k| k.iter().take(2).cloned())
@@ -283,19 +292,9 @@ async fn the_balancer_streams_live_and_overwrites_a_forwarded_address() {
         _service: service,
         base: base.clone(),
     };
-    let port = free_port();
-    let _nginx = Nginx::start(port, &[base.trim_start_matches("http://").to_owned()]);
-    let front = format!("http://127.0.0.1:{port}");
+    let nginx = Nginx::start(&[base.trim_start_matches("http://").to_owned()]).await;
+    let front = nginx.front.clone();
     let client = reqwest::Client::new();
-    eventually(
-        Duration::from_secs(20),
-        "nginx to answer",
-        async || match client.get(format!("{front}/healthz")).send().await {
-            Ok(r) if r.status() == 200 => Ok(()),
-            other => Err(format!("{other:?}")),
-        },
-    )
-    .await;
 
     // A live stream through nginx gets an event while it stays open.
     let key = create_key(&env);
