@@ -1,29 +1,36 @@
-//! What one notify job does: load the event, pick the devices, claim each
-//! delivery as a lease, send each push once, record the outcome under that
-//! lease, schedule retries and re-checks, and settle the event's
-//! notification state.
+//! What one notify job does: load the event, pick the devices (from a
+//! short-lived cache, `crate::devices`), claim each delivery as a lease,
+//! send each push once, record the outcome under that lease, schedule
+//! retries and re-checks, and settle the event's notification state.
+//! Claims and outcomes of every job in hand are written in batches
+//! (`crate::batch`), and sends across jobs are bounded by the in-flight
+//! limit.
 
-use std::{sync::Arc, time::Duration};
+use std::{num::NonZeroUsize, sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
 use common::{
     jobs::{Job, NotifyJob},
     queue::{JobQueue, QueueError, RetryPolicy},
     store::{
-        Delivery, DeliveryClaim, DeliveryState, Device, Event, NotificationState, Store,
-        StoreError, lease::ClaimRequest,
+        Delivery, DeliveryClaim, DeliveryState, Device, Event, NotificationState, Scope, Store,
+        StoreError,
+        lease::{ClaimKey, ClaimRequest},
     },
     time::Clock,
 };
 use futures::{StreamExt as _, stream};
+use tokio::sync::Semaphore;
 
 use crate::{
+    batch::Batcher,
+    devices::DeviceCache,
     metrics::{NotifierMetrics, ProviderLabels, PushLabels, RetryLabels},
     push::{Alert, Push, PushOutcome, PushProvider},
 };
 
-/// How many pushes of one job are in flight at once.
-const PUSHES_PER_JOB: usize = 16;
+/// Most claims, or outcomes, written in one store call.
+const BATCH: usize = 256;
 /// A re-check waits this much past the instant it waits for, so it does
 /// not arrive a hair early and find the lease still live.
 const RECHECK_MARGIN: Duration = Duration::from_millis(100);
@@ -59,8 +66,8 @@ impl DeliverError {
     }
 }
 
-/// Everything `deliver` needs.
-pub struct Deliverer {
+/// What a [`Deliverer`] is made of.
+pub struct Parts {
     pub store: Arc<dyn Store>,
     pub provider: Arc<dyn PushProvider>,
     pub queue: Arc<dyn JobQueue>,
@@ -71,6 +78,81 @@ pub struct Deliverer {
     pub lease: Duration,
     pub clock: Clock,
     pub metrics: NotifierMetrics,
+    /// Most pushes waiting for their push service at once, across jobs.
+    pub max_in_flight: NonZeroUsize,
+    /// Longest a project's device list is reused ([`DeviceCache`]).
+    pub device_cache: Duration,
+}
+
+/// Everything `deliver` needs.
+pub struct Deliverer {
+    pub store: Arc<dyn Store>,
+    pub provider: Arc<dyn PushProvider>,
+    pub queue: Arc<dyn JobQueue>,
+    pub retry: RetryPolicy,
+    pub lease: Duration,
+    pub clock: Clock,
+    pub metrics: NotifierMetrics,
+    /// Claims of every job, gathered into one store call per batch.
+    claims: Batcher<ClaimKey, DeliveryClaim>,
+    /// Outcomes of every job, likewise.
+    finishes: Batcher<(Scope, Delivery), bool>,
+    devices: DeviceCache,
+    /// One permit per push waiting for its push service.
+    in_flight: Semaphore,
+    max_in_flight: usize,
+}
+
+impl Deliverer {
+    /// Builds the deliverer and starts its batchers (they stop when it is
+    /// dropped).
+    pub fn new(parts: Parts) -> Self {
+        let Parts {
+            store,
+            provider,
+            queue,
+            retry,
+            lease,
+            clock,
+            metrics,
+            max_in_flight,
+            device_cache,
+        } = parts;
+        let claims = {
+            let store = Arc::clone(&store);
+            Batcher::spawn(BATCH, move |keys: Vec<ClaimKey>| {
+                let store = Arc::clone(&store);
+                // The lease runs from when the batch is claimed.
+                let request = ClaimRequest {
+                    now: clock.now(),
+                    lease,
+                    max_attempts: retry.max_retries + 1,
+                };
+                async move { store.claim_deliveries(&keys, &request).await }
+            })
+        };
+        let finishes = {
+            let store = Arc::clone(&store);
+            Batcher::spawn(BATCH, move |records: Vec<(Scope, Delivery)>| {
+                let store = Arc::clone(&store);
+                async move { store.finish_deliveries(&records).await }
+            })
+        };
+        Self {
+            devices: DeviceCache::new(Arc::clone(&store), device_cache),
+            store,
+            provider,
+            queue,
+            retry,
+            lease,
+            clock,
+            metrics,
+            claims,
+            finishes,
+            in_flight: Semaphore::new(max_in_flight.get()),
+            max_in_flight: max_in_flight.get(),
+        }
+    }
 }
 
 /// How one delivery went, for the job.
@@ -98,11 +180,9 @@ impl Deliverer {
             self.settle(&event, NotificationState::Skipped).await?;
             return Ok(JobOutcome::Done);
         }
-        let devices: Vec<Device> = self
-            .store
-            .list_devices(&job.scope)
-            .await?
-            .into_iter()
+        let listed = self.devices.list(&job.scope).await?;
+        let devices: Vec<&Device> = listed
+            .iter()
             .filter(|d| d.wants(&event.channel_name))
             .filter(|d| job.devices.as_ref().is_none_or(|only| only.contains(&d.id)))
             .collect();
@@ -119,7 +199,9 @@ impl Deliverer {
             .map(|device| self.send_one(&event, device, retry_delay))
             .collect();
         let results: Vec<Result<Sent, DeliverError>> = stream::iter(sends)
-            .buffer_unordered(PUSHES_PER_JOB)
+            // The in-flight limit bounds the sends; this only bounds how
+            // many claims one job has waiting at once.
+            .buffer_unordered(self.max_in_flight)
             .collect()
             .await;
         let (mut retry, mut wait, mut wait_until) = (Vec::new(), Vec::new(), None);
@@ -199,14 +281,16 @@ impl Deliverer {
         device: &Device,
         retry_delay: Duration,
     ) -> Result<Sent, DeliverError> {
-        let request = ClaimRequest {
-            now: self.clock.now(),
-            lease: self.lease,
-            max_attempts: self.retry.max_retries + 1,
-        };
+        // A push holds its in-flight permit from its claim to its answer,
+        // so the lease never runs while it waits for one.
+        let permit = self.in_flight.acquire().await;
         let claim = self
-            .store
-            .claim_delivery(&event.scope, event.id, device.id, &request)
+            .claims
+            .call(ClaimKey {
+                scope: event.scope.clone(),
+                event_id: event.id,
+                device_id: device.id,
+            })
             .await?;
         let attempt = match claim {
             DeliveryClaim::Acquired { attempt, .. } => attempt,
@@ -232,6 +316,7 @@ impl Deliverer {
         let provider = self.provider.provider_for(&push);
         let started = std::time::Instant::now();
         let outcome = self.send_within_lease(&push).await;
+        drop(permit);
         self.metrics
             .push_duration
             .get_or_create(&ProviderLabels { provider })
@@ -301,7 +386,7 @@ impl Deliverer {
             latency_ms = started.elapsed().as_secs_f64() * 1000.0,
             "push attempted"
         );
-        if !self.store.finish_delivery(&event.scope, &record).await? {
+        if !self.finishes.call((event.scope.clone(), record)).await? {
             // Our lease ran out mid-send and another worker took the
             // delivery over: its outcome is the one that counts.
             tracing::warn!(

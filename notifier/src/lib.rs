@@ -8,8 +8,10 @@
 //! queue pair: the `notifier` binary's RabbitMQ one ([`start`]), or the
 //! in-process one that ingest's binary wires in embedded mode.
 
+mod batch;
 mod config;
 pub mod deliver;
+mod devices;
 mod http;
 pub mod metrics;
 pub mod push;
@@ -39,7 +41,7 @@ fn deliverer(
     queue: Arc<dyn JobQueue>,
     metrics: NotifierMetrics,
 ) -> Arc<Deliverer> {
-    Arc::new(Deliverer {
+    Arc::new(Deliverer::new(deliver::Parts {
         store,
         provider,
         queue,
@@ -47,7 +49,9 @@ fn deliverer(
         lease: config.lease(),
         clock: common::time::Clock::System,
         metrics,
-    })
+        max_in_flight: config.max_in_flight,
+        device_cache: config.device_cache(),
+    }))
 }
 
 /// A worker consuming one end of a queue pair and publishing its retries

@@ -24,7 +24,7 @@ use common::{
     time::Clock,
 };
 use notifier::{
-    deliver::Deliverer,
+    deliver::{Deliverer, Parts},
     metrics::NotifierMetrics,
     push::{Push, PushOutcome, PushProvider},
     worker,
@@ -136,7 +136,7 @@ async fn world(script: Vec<Answer>) -> World {
     let queue: Arc<dyn JobQueue> = Arc::new(queue);
     let mut registry = common::metrics::registry();
     let metrics = NotifierMetrics::register(&mut registry);
-    let deliverer = Arc::new(Deliverer {
+    let deliverer = Arc::new(Deliverer::new(Parts {
         store: Arc::clone(&store),
         provider: provider.clone(),
         queue: Arc::clone(&queue),
@@ -144,7 +144,9 @@ async fn world(script: Vec<Answer>) -> World {
         lease: LEASE,
         clock,
         metrics: metrics.clone(),
-    });
+        max_in_flight: std::num::NonZeroUsize::new(16).expect("non-zero"),
+        device_cache: Duration::from_secs(1),
+    }));
     let (stop, stopped) = watch::channel(false);
     let concurrency = std::num::NonZeroUsize::new(4).expect("non-zero");
     tokio::spawn(worker::run(

@@ -7,8 +7,10 @@
 mod admin;
 mod admin_auth;
 mod auth;
+mod batched_notifier;
 mod connections;
 mod cors;
+mod delivery_batches;
 mod devices;
 mod errors;
 mod events;

@@ -251,6 +251,49 @@ async fn a_dead_lettered_job_lands_in_the_dead_letter_queue() {
     delete_topology(&config).await;
 }
 
+/// Jobs are acknowledged in runs (one `multiple` frame), yet exactly the
+/// ones reported done are: jobs done out of order, or behind one still in
+/// hand, are not acknowledged for it, and when the worker goes away with
+/// that one unrecorded, it alone comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledging_in_runs_covers_exactly_the_jobs_reported_done() {
+    let config = config(QueueKind::Amqp);
+    let (producer, mut consumer) = started(&config).await;
+    let sent: Vec<Job> = (0..8).map(|_| job()).collect();
+    for job in &sent {
+        producer.publish(job).await.expect("published");
+    }
+    let mut received = Vec::new();
+    for _ in &sent {
+        received.push(Some(next(&mut consumer).await));
+    }
+    let ids: Vec<Uuid> = received.iter().flatten().map(event_id).collect();
+    // Done in another order than received; the third is never recorded.
+    for n in [4, 0, 7, 1, 5, 3, 6] {
+        let job = received[n].take().expect("not settled yet");
+        job.acker.ack().await.expect("acked");
+    }
+    let unrecorded = received[2].take().expect("in hand");
+    // The worker goes away with it in hand: nothing settles it.
+    drop(unrecorded);
+    assert!(consumer.stop().await.is_empty(), "every job was given out");
+    consumer.close().await;
+
+    let (_producer, mut again) = started(&config).await;
+    let back = next(&mut again).await;
+    assert_eq!(event_id(&back), ids[2], "only the unrecorded job returns");
+    assert!(back.redelivered);
+    back.acker.ack().await.expect("acked");
+    assert!(
+        arrives_within(&mut again, Duration::from_millis(500))
+            .await
+            .is_none(),
+        "every job reported done was acknowledged"
+    );
+    again.close().await;
+    delete_topology(&config).await;
+}
+
 /// Delayed jobs wait in the consumer's retry queues: a producer whose
 /// consumer has not started (ingest's) cannot publish one, and says why
 /// instead of losing it.

@@ -24,7 +24,8 @@ macro_rules! impl_store_by_aggregate {
                 Admin, ApiKey, AuditEntry, Bucket, ChannelStats, Delivery, DeliveryClaim, Device,
                 DeviceRegistration, Event, EventFilter, EventPosition, IdempotencyBegin, Identity,
                 Inserted, NameTaken, NotificationState, Organization, Project, Purged, Scope,
-                Store, StoreResult, StoredResponse, lease::ClaimRequest,
+                Store, StoreResult, StoredResponse,
+                lease::{ClaimKey, ClaimRequest},
             };
 
             #[async_trait::async_trait]
@@ -298,6 +299,22 @@ macro_rules! impl_store_by_aggregate {
                     event_id: Uuid,
                 ) -> StoreResult<Vec<Delivery>> {
                     deliveries::list(self, scope, event_id).await
+                }
+                async fn claim_deliveries(
+                    &self,
+                    keys: &[ClaimKey],
+                    request: &ClaimRequest,
+                ) -> StoreResult<Vec<DeliveryClaim>> {
+                    deliveries::claim_many(self, keys, request).await
+                }
+                async fn finish_deliveries(
+                    &self,
+                    deliveries: &[(Scope, Delivery)],
+                ) -> StoreResult<Vec<bool>> {
+                    deliveries::finish_many(self, deliveries).await
+                }
+                fn device_changes(&self) -> u64 {
+                    devices::changes(self)
                 }
             }
         };

@@ -14,7 +14,8 @@ use super::{
     Admin, ApiKey, AuditEntry, Bucket, ChannelStats, Delivery, DeliveryClaim, Device,
     DeviceRegistration, Event, EventFilter, EventPosition, IdempotencyBegin, Identity, Inserted,
     NameTaken, NotificationState, Organization, Project, Purged, Scope, Store, StoreResult,
-    StoredResponse, lease::ClaimRequest,
+    StoredResponse,
+    lease::{ClaimKey, ClaimRequest},
 };
 
 /// What a decorator does around each call.
@@ -57,6 +58,10 @@ macro_rules! delegate {
                         .await
                 }
             )*
+
+            fn device_changes(&self) -> u64 {
+                self.inner.device_changes()
+            }
         }
     };
 }
@@ -146,6 +151,8 @@ delegate! {
         request: &ClaimRequest,
     ) -> StoreResult<DeliveryClaim>;
     fn finish_delivery(scope: &Scope, delivery: &Delivery) -> StoreResult<bool>;
+    fn claim_deliveries(keys: &[ClaimKey], request: &ClaimRequest) -> StoreResult<Vec<DeliveryClaim>>;
+    fn finish_deliveries(deliveries: &[(Scope, Delivery)]) -> StoreResult<Vec<bool>>;
     fn list_deliveries(scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>>;
     fn get_api_key(id: Uuid) -> StoreResult<Option<ApiKey>>;
     fn rotate_api_key(

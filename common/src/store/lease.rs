@@ -16,8 +16,9 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use uuid::Uuid;
 
-use super::{DeliveryClaim, DeliveryState};
+use super::{DeliveryClaim, DeliveryState, Scope};
 
 /// What the store holds about a delivery, as far as claiming goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +26,14 @@ pub(super) struct Held {
     pub state: DeliveryState,
     pub attempts: u32,
     pub lease_until: DateTime<Utc>,
+}
+
+/// Which delivery a claim is for: the push of an event to a device.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClaimKey {
+    pub scope: Scope,
+    pub event_id: Uuid,
+    pub device_id: Uuid,
 }
 
 /// A worker's request to send one delivery.

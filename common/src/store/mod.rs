@@ -276,8 +276,27 @@ pub trait Store: Send + Sync + 'static {
     /// `delivery.attempts` is still the latest (false: the lease ran out and
     /// another worker took the delivery over; nothing is written).
     async fn finish_delivery(&self, scope: &Scope, delivery: &Delivery) -> StoreResult<bool>;
+    /// Claims many deliveries at once, in one transaction (SQLite) or one
+    /// bulk insert and a look at the records that already existed
+    /// (MongoDB): for each key, in order, what [`Store::claim_delivery`]
+    /// would answer.
+    async fn claim_deliveries(
+        &self,
+        keys: &[lease::ClaimKey],
+        request: &lease::ClaimRequest,
+    ) -> StoreResult<Vec<DeliveryClaim>>;
+    /// Records many outcomes at once, in one transaction or one bulk
+    /// write: for each, in order, what [`Store::finish_delivery`] would
+    /// answer.
+    async fn finish_deliveries(&self, deliveries: &[(Scope, Delivery)])
+    -> StoreResult<Vec<bool>>;
     /// Every delivery of an event, by device.
     async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>>;
+    /// How many device changes (registered, updated, deleted, deactivated)
+    /// went through this store handle since it was opened. A device list
+    /// read while this number stays the same is current as far as this
+    /// process goes; changes made by other processes are not counted.
+    fn device_changes(&self) -> u64;
 
     /// Forgets a claim whose request wrote nothing (a validation failure),
     /// so the key can be used again, for another body too.

@@ -1,16 +1,13 @@
 //! Consuming: a background task owns the connection, reconnects after
-//! failures, and hands each delivery over with the means to settle it.
+//! failures, and hands each delivery over with the means to settle it
+//! (through the channel's ack window, `super::acks`).
 
 use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use futures::StreamExt as _;
 use lapin::{
-    Acker,
-    options::{
-        BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions,
-        BasicQosOptions, BasicRejectOptions,
-    },
+    options::{BasicCancelOptions, BasicConsumeOptions, BasicQosOptions},
     types::FieldTable,
 };
 use tokio::{
@@ -18,41 +15,11 @@ use tokio::{
     task::JoinHandle,
 };
 
-use super::{Shared, topology::connect, unavailable};
+use super::{Shared, acks::Window, topology::connect};
 use crate::{
     jobs::Job,
-    queue::{Acknowledge, ConsumeSettings, JobConsumer, QueueError, Readiness, Received},
+    queue::{ConsumeSettings, JobConsumer, Readiness, Received},
 };
-
-struct AmqpAck(Acker);
-
-#[async_trait]
-impl Acknowledge for AmqpAck {
-    async fn ack(&self) -> Result<(), QueueError> {
-        self.0
-            .ack(BasicAckOptions::default())
-            .await
-            .map(drop)
-            .map_err(unavailable)
-    }
-    async fn dead_letter(&self) -> Result<(), QueueError> {
-        self.0
-            .reject(BasicRejectOptions { requeue: false })
-            .await
-            .map(drop)
-            .map_err(unavailable)
-    }
-    async fn requeue(&self) -> Result<(), QueueError> {
-        self.0
-            .nack(BasicNackOptions {
-                requeue: true,
-                ..Default::default()
-            })
-            .await
-            .map(drop)
-            .map_err(unavailable)
-    }
-}
 
 /// Takes jobs from `<prefix>.notify` through a background task that owns
 /// the connection.
@@ -193,6 +160,8 @@ async fn consume(
                 continue;
             }
         };
+        // Delivery tags are the channel's: a new window for each one.
+        let window = Arc::new(Window::default());
         tracing::info!(queue = %config.queue(), prefetch, "consuming notify jobs");
         readiness.set(true);
         let stopping = loop {
@@ -203,7 +172,7 @@ async fn consume(
                         let received = Received {
                             job: Job::from_bytes(&delivery.data).map_err(|e| e.to_string()),
                             redelivered: delivery.redelivered,
-                            acker: Box::new(AmqpAck(delivery.acker)),
+                            acker: window.track(delivery.acker, delivery.delivery_tag),
                         };
                         // A closed receiver means the worker is stopping.
                         if out.send(received).await.is_err() {
@@ -229,6 +198,9 @@ async fn consume(
             // Jobs in hand are settled through this connection; whatever was
             // prefetched and not given out returns to the queue as it closes.
             let _ = released.await;
+            if let Err(e) = window.flush(true).await {
+                tracing::warn!(error = %e, "could not acknowledge the last jobs; the broker will redeliver them");
+            }
             let _ = conn.close(200, "shutting down".into()).await;
             return;
         }

@@ -13,8 +13,10 @@
 //!
 //! Messages are persistent and every publish waits for the broker's confirm.
 //!
-//! [`producer`] publishes, [`consumer`] consumes, [`topology`] declares.
+//! [`producer`] publishes, [`consumer`] consumes, [`acks`] acknowledges
+//! runs of done jobs with one frame, [`topology`] declares.
 
+mod acks;
 mod consumer;
 mod producer;
 mod topology;

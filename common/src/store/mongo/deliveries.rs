@@ -1,19 +1,23 @@
 //! Deliveries: the lease a worker claims before sending an event's push to
 //! a device (the rule is `lease::decide`; every write here is conditional on
 //! the record read, so of two racing workers one wins), and the outcome it
-//! records while the claim is still its own.
+//! records while the claim is still its own. A batch of first claims is
+//! one bulk insert, and a batch of outcomes one `update` command.
 
-use mongodb::bson::{Bson, Document, doc};
+use mongodb::{
+    bson::{Bson, DateTime, Document, doc},
+    error::{ErrorKind, InsertManyError},
+};
 use uuid::Uuid;
 
 use super::{
-    MAX_ATTEMPTS, MongoStore, classify,
+    DUPLICATE_KEY, MAX_ATTEMPTS, MongoStore, classify,
     codec::{date, delivery_from_doc, scope_filter},
     find_all, is_duplicate_key,
 };
 use crate::store::{
     Delivery, DeliveryClaim, DeliveryState, Scope, StoreError, StoreResult,
-    lease::{self, ClaimRequest, Decision, Held},
+    lease::{self, ClaimKey, ClaimRequest, Decision, Held},
 };
 
 pub(super) async fn claim(
@@ -23,16 +27,84 @@ pub(super) async fn claim(
     device_id: Uuid,
     request: &ClaimRequest,
 ) -> StoreResult<DeliveryClaim> {
-    let key = doc! { "eventId": event_id.to_string(), "deviceId": device_id.to_string() };
-    let now = date(&request.now);
+    let key = ClaimKey {
+        scope: scope.clone(),
+        event_id,
+        device_id,
+    };
     // Most claims are first claims: try the insert before reading
     // anything, and read only when a record turns out to exist.
-    let mut look = false;
+    claim_one(store, &key, request, false).await
+}
+
+/// Most claims of a batch are first claims: one unordered bulk insert
+/// takes them all, and only the keys that already had a record (a
+/// duplicate key) are claimed one by one, concurrently.
+pub(super) async fn claim_many(
+    store: &MongoStore,
+    keys: &[ClaimKey],
+    request: &ClaimRequest,
+) -> StoreResult<Vec<DeliveryClaim>> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let first = lease::decide(None, request);
+    let Decision::Take {
+        attempt,
+        lease_until,
+    } = first
+    else {
+        return Err(StoreError::Backend(anyhow::anyhow!(
+            "the lease rule does not take a delivery without a record"
+        )));
+    };
+    let now = date(&request.now);
+    let docs = keys
+        .iter()
+        .map(|key| fresh(key, attempt, date(&lease_until), now));
+    let mut taken = vec![true; keys.len()];
+    if let Err(e) = store.deliveries().insert_many(docs).ordered(false).await {
+        match e.kind.as_ref() {
+            ErrorKind::InsertMany(InsertManyError {
+                write_errors: Some(errors),
+                write_concern_error: None,
+                ..
+            }) if errors.iter().all(|w| w.code == DUPLICATE_KEY) => {
+                for w in errors {
+                    if let Some(t) = taken.get_mut(w.index) {
+                        *t = false;
+                    }
+                }
+            }
+            _ => return Err(classify(e)),
+        }
+    }
+    let claims = keys.iter().zip(taken).map(|(key, taken)| async move {
+        if taken {
+            Ok(first.claim())
+        } else {
+            claim_one(store, key, request, true).await
+        }
+    });
+    futures::future::try_join_all(claims).await
+}
+
+/// Claims one delivery: reads the record (when `look`, or once the
+/// insert of a fresh one meets a record), decides, and writes
+/// conditionally on what was read, so of two racing workers one wins.
+async fn claim_one(
+    store: &MongoStore,
+    key: &ClaimKey,
+    request: &ClaimRequest,
+    mut look: bool,
+) -> StoreResult<DeliveryClaim> {
+    let filter = key_filter(key);
+    let now = date(&request.now);
     for _ in 0..MAX_ATTEMPTS {
         let existing = if look {
             store
                 .deliveries()
-                .find_one(key.clone())
+                .find_one(filter.clone())
                 .await
                 .map_err(classify)?
         } else {
@@ -41,8 +113,6 @@ pub(super) async fn claim(
         look = true;
         let held = existing.as_ref().map(as_held).transpose()?;
         let decision = lease::decide(held, request);
-        // Every write is conditional on the record read (or on there
-        // being none), so of two workers racing only one wins.
         let written = match (decision, held) {
             (Decision::Answer(_), _) => true,
             (
@@ -51,23 +121,17 @@ pub(super) async fn claim(
                     lease_until,
                 },
                 None,
-            ) => {
-                let mut fresh = key.clone();
-                fresh.insert("org", &scope.org);
-                fresh.insert("project", &scope.project);
-                fresh.insert("state", DeliveryState::Sending.as_str());
-                fresh.insert("attempts", i64::from(attempt));
-                fresh.insert("claimedAt", now);
-                fresh.insert("leaseUntil", date(&lease_until));
-                fresh.insert("updatedAt", now);
-                match store.deliveries().insert_one(fresh).await {
-                    Ok(_) => true,
-                    Err(e) if is_duplicate_key(&e) => false,
-                    Err(e) => return Err(classify(e)),
-                }
-            }
+            ) => match store
+                .deliveries()
+                .insert_one(fresh(key, attempt, date(&lease_until), now))
+                .await
+            {
+                Ok(_) => true,
+                Err(e) if is_duplicate_key(&e) => false,
+                Err(e) => return Err(classify(e)),
+            },
             (decision, Some(held)) => {
-                let mut guard = key.clone();
+                let mut guard = filter.clone();
                 guard.insert("state", held.state.as_str());
                 guard.insert("attempts", i64::from(held.attempts));
                 let update = match decision {
@@ -107,6 +171,24 @@ pub(super) async fn claim(
     ))
 }
 
+/// The record of a delivery's first claim.
+fn fresh(key: &ClaimKey, attempt: u32, lease_until: DateTime, now: DateTime) -> Document {
+    let mut fresh = key_filter(key);
+    fresh.insert("org", &key.scope.org);
+    fresh.insert("project", &key.scope.project);
+    fresh.insert("state", DeliveryState::Sending.as_str());
+    fresh.insert("attempts", i64::from(attempt));
+    fresh.insert("claimedAt", now);
+    fresh.insert("leaseUntil", lease_until);
+    fresh.insert("updatedAt", now);
+    fresh
+}
+
+/// The unique key of a delivery's record.
+fn key_filter(key: &ClaimKey) -> Document {
+    doc! { "eventId": key.event_id.to_string(), "deviceId": key.device_id.to_string() }
+}
+
 /// What a stored delivery holds, as far as claiming goes.
 fn as_held(d: &Document) -> StoreResult<Held> {
     let current = delivery_from_doc(d)?;
@@ -128,27 +210,99 @@ pub(super) async fn finish(
     scope: &Scope,
     delivery: &Delivery,
 ) -> StoreResult<bool> {
-    let mut filter = scope_filter(scope);
-    filter.insert("eventId", delivery.event_id.to_string());
-    filter.insert("deviceId", delivery.device_id.to_string());
-    filter.insert("state", DeliveryState::Sending.as_str());
-    filter.insert("attempts", i64::from(delivery.attempts));
-    let result = store
-        .deliveries()
-        .update_one(
-            filter,
-            doc! { "$set": {
-                "state": delivery.state.as_str(),
-                "error": delivery.error.clone(),
-                "apnsId": delivery.apns_id.clone(),
-                "provider": delivery.provider.clone(),
-                "leaseUntil": delivery.lease_until.as_ref().map(date),
-                "updatedAt": date(&delivery.updated_at),
-            }},
-        )
+    let mut finished = finish_many(store, &[(scope.clone(), delivery.clone())]).await?;
+    Ok(finished.pop().unwrap_or(false))
+}
+
+/// Every outcome of the batch in one unordered `update` command (one bulk
+/// write), each conditional on its claim still being the latest. The
+/// command answers how many matched, not which: when some did not, the
+/// records are read back, and the ones this batch wrote carry its mark.
+pub(super) async fn finish_many(
+    store: &MongoStore,
+    deliveries: &[(Scope, Delivery)],
+) -> StoreResult<Vec<bool>> {
+    if deliveries.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mark = Uuid::new_v4().to_string();
+    let updates: Vec<Document> = deliveries
+        .iter()
+        .map(|(scope, delivery)| {
+            let mut filter = scope_filter(scope);
+            filter.insert("eventId", delivery.event_id.to_string());
+            filter.insert("deviceId", delivery.device_id.to_string());
+            filter.insert("state", DeliveryState::Sending.as_str());
+            filter.insert("attempts", i64::from(delivery.attempts));
+            doc! {
+                "q": filter,
+                "u": { "$set": {
+                    "state": delivery.state.as_str(),
+                    "error": delivery.error.clone(),
+                    "apnsId": delivery.apns_id.clone(),
+                    "provider": delivery.provider.clone(),
+                    "leaseUntil": delivery.lease_until.as_ref().map(date),
+                    "updatedAt": date(&delivery.updated_at),
+                    "finishedBy": &mark,
+                }},
+            }
+        })
+        .collect();
+    let reply = store
+        .db
+        .run_command(doc! {
+            "update": store.deliveries().name(),
+            "updates": updates,
+            "ordered": false,
+        })
         .await
         .map_err(classify)?;
-    Ok(result.matched_count == 1)
+    if let Ok(errors) = reply.get_array("writeErrors")
+        && !errors.is_empty()
+    {
+        return Err(StoreError::Backend(anyhow::anyhow!(
+            "recording deliveries failed: {errors:?}"
+        )));
+    }
+    let matched = match reply.get("n") {
+        Some(Bson::Int32(n)) => i64::from(*n),
+        Some(Bson::Int64(n)) => *n,
+        _ => -1,
+    };
+    if usize::try_from(matched).is_ok_and(|n| n == deliveries.len()) {
+        return Ok(vec![true; deliveries.len()]);
+    }
+    let keys: Vec<Document> = deliveries
+        .iter()
+        .map(|(_, d)| doc! { "eventId": d.event_id.to_string(), "deviceId": d.device_id.to_string() })
+        .collect();
+    let written = find_all(
+        &store.deliveries(),
+        doc! { "$or": keys, "finishedBy": &mark },
+        doc! { "_id": 1 },
+        None,
+    )
+    .await?;
+    let written: Vec<(String, String, i64)> = written
+        .iter()
+        .filter_map(|d| {
+            Some((
+                d.get_str("eventId").ok()?.to_owned(),
+                d.get_str("deviceId").ok()?.to_owned(),
+                d.get_i64("attempts").ok()?,
+            ))
+        })
+        .collect();
+    Ok(deliveries
+        .iter()
+        .map(|(_, d)| {
+            written.contains(&(
+                d.event_id.to_string(),
+                d.device_id.to_string(),
+                i64::from(d.attempts),
+            ))
+        })
+        .collect())
 }
 
 pub(super) async fn list(

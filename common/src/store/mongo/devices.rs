@@ -2,6 +2,8 @@
 //! (whatever the kind), listed, deleted, and
 //! deactivated when a push provider says the token is gone.
 
+use std::sync::atomic::Ordering;
+
 use chrono::{DateTime, Utc};
 use mongodb::bson::doc;
 use uuid::Uuid;
@@ -19,6 +21,7 @@ pub(super) async fn upsert(
     registration: &DeviceRegistration,
     now: DateTime<Utc>,
 ) -> StoreResult<(Device, bool)> {
+    let _changing = Changing(store);
     let mut filter = scope_filter(scope);
     filter.insert("token", registration.target.address());
     // Read, then write conditionally (replace the record read, or insert
@@ -82,6 +85,7 @@ pub(super) async fn list(store: &MongoStore, scope: &Scope) -> StoreResult<Vec<D
 }
 
 pub(super) async fn delete(store: &MongoStore, scope: &Scope, id: Uuid) -> StoreResult<bool> {
+    let _changing = Changing(store);
     let mut filter = scope_filter(scope);
     filter.insert("_id", id.to_string());
     let result = store.devices().delete_one(filter).await.map_err(classify)?;
@@ -95,6 +99,7 @@ pub(super) async fn deactivate(
     reason: &str,
     now: DateTime<Utc>,
 ) -> StoreResult<bool> {
+    let _changing = Changing(store);
     let mut filter = scope_filter(scope);
     filter.insert("_id", id.to_string());
     let result = store
@@ -106,4 +111,20 @@ pub(super) async fn deactivate(
         .await
         .map_err(classify)?;
     Ok(result.matched_count == 1)
+}
+
+/// Counts a device change when the call that makes it ends, however it
+/// ends: answered, failed, or dropped by a caller that stopped waiting
+/// (the server may still apply it), so no change goes uncounted.
+struct Changing<'a>(&'a MongoStore);
+
+impl Drop for Changing<'_> {
+    fn drop(&mut self) {
+        self.0.device_changes.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// Device changes made through this handle.
+pub(super) fn changes(store: &MongoStore) -> u64 {
+    store.device_changes.load(Ordering::Acquire)
 }

@@ -42,6 +42,8 @@ const IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 pub struct MongoStore {
     db: mongodb::Database,
+    /// Device changes made through this handle (`Store::device_changes`).
+    device_changes: std::sync::atomic::AtomicU64,
 }
 
 impl MongoStore {
@@ -56,6 +58,7 @@ impl MongoStore {
         let client = Client::with_options(options).map_err(classify)?;
         let store = Self {
             db: client.database(database),
+            device_changes: Default::default(),
         };
         store.create_indexes().await?;
         store.adopt_scopes().await?;

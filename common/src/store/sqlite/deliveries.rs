@@ -1,7 +1,8 @@
 //! Deliveries: the lease a worker claims before sending an event's push to
 //! a device (the rule is `lease::decide`, applied inside one write-locked
 //! transaction), and the outcome it records while the claim is still its
-//! own.
+//! own. A batch of claims, or of outcomes, shares one transaction: one
+//! commit instead of one per push.
 
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use uuid::Uuid;
@@ -12,7 +13,7 @@ use super::{
 };
 use crate::store::{
     Delivery, DeliveryClaim, DeliveryState, Scope, StoreResult,
-    lease::{self, ClaimRequest, Decision, Held},
+    lease::{self, ClaimKey, ClaimRequest, Decision, Held},
 };
 
 pub(super) async fn claim(
@@ -22,66 +23,98 @@ pub(super) async fn claim(
     device_id: Uuid,
     request: &ClaimRequest,
 ) -> StoreResult<DeliveryClaim> {
-    let scope = scope.clone();
+    let key = ClaimKey {
+        scope: scope.clone(),
+        event_id,
+        device_id,
+    };
+    let mut claims = claim_many(store, &[key], request).await?;
+    Ok(claims.remove(0))
+}
+
+/// Every claim of the batch in one write-locked transaction: one commit
+/// for the lot, and each read-and-write still atomic.
+pub(super) async fn claim_many(
+    store: &SqliteStore,
+    keys: &[ClaimKey],
+    request: &ClaimRequest,
+) -> StoreResult<Vec<DeliveryClaim>> {
+    let keys = keys.to_vec();
     let request = *request;
     store
         .run(move |c| {
-            let (event, device) = (event_id.to_string(), device_id.to_string());
-            // IMMEDIATE: the read and the write below are one atomic step.
+            // IMMEDIATE: each read and the write after it are one atomic step.
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let held = tx
-                .prepare_cached(
-                    "SELECT state, attempts, lease_until_ms FROM deliveries \
-                     WHERE event_id = ?1 AND device_id = ?2",
-                )?
-                .query_row(params![event, device], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?, r.get::<_, i64>(2)?))
-                })
-                .optional()?
-                .map(|(state, attempts, until)| {
-                    Ok::<_, rusqlite::Error>(Held {
-                        state: parse_enum(&state, DeliveryState::parse)?,
-                        attempts,
-                        lease_until: from_ms(until)?,
-                    })
-                })
-                .transpose()?;
-            let decision = lease::decide(held, &request);
-            let now = ts(&request.now);
-            match decision {
-                Decision::Take { attempt, lease_until } => {
-                    tx.prepare_cached(
-                        "INSERT INTO deliveries (event_id, device_id, org, project, state, attempts, \
-                         claimed_at_ms, lease_until_ms, updated_at) \
-                         VALUES (?1, ?2, ?3, ?4, 'sending', ?5, ?6, ?7, ?8) \
-                         ON CONFLICT (event_id, device_id) DO UPDATE SET state = 'sending', \
-                         attempts = excluded.attempts, claimed_at_ms = excluded.claimed_at_ms, \
-                         lease_until_ms = excluded.lease_until_ms, updated_at = excluded.updated_at",
-                    )?
-                    .execute(params![
-                        event,
-                        device,
-                        scope.org,
-                        scope.project,
-                        attempt,
-                        ms(&request.now),
-                        ms(&lease_until),
-                        now
-                    ])?;
-                }
-                Decision::GiveUp { attempts } => {
-                    tx.execute(
-                        "UPDATE deliveries SET state = 'failed', error = ?3, lease_until_ms = 0, \
-                         updated_at = ?4 WHERE event_id = ?1 AND device_id = ?2",
-                        params![event, device, lease::gave_up_reason(attempts), now],
-                    )?;
-                }
-                Decision::Answer(_) => {}
-            }
+            let claims = keys
+                .iter()
+                .map(|key| claim_in(&tx, key, &request))
+                .collect::<rusqlite::Result<Vec<_>>>()?;
             tx.commit()?;
-            Ok(decision.claim())
+            Ok(claims)
         })
         .await
+}
+
+/// One claim, inside the caller's transaction.
+fn claim_in(
+    tx: &rusqlite::Transaction<'_>,
+    key: &ClaimKey,
+    request: &ClaimRequest,
+) -> rusqlite::Result<DeliveryClaim> {
+    let (event, device) = (key.event_id.to_string(), key.device_id.to_string());
+    let held = tx
+        .prepare_cached(
+            "SELECT state, attempts, lease_until_ms FROM deliveries \
+             WHERE event_id = ?1 AND device_id = ?2",
+        )?
+        .query_row(params![event, device], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?, r.get::<_, i64>(2)?))
+        })
+        .optional()?
+        .map(|(state, attempts, until)| {
+            Ok::<_, rusqlite::Error>(Held {
+                state: parse_enum(&state, DeliveryState::parse)?,
+                attempts,
+                lease_until: from_ms(until)?,
+            })
+        })
+        .transpose()?;
+    let decision = lease::decide(held, request);
+    let now = ts(&request.now);
+    match decision {
+        Decision::Take {
+            attempt,
+            lease_until,
+        } => {
+            tx.prepare_cached(
+                "INSERT INTO deliveries (event_id, device_id, org, project, state, attempts, \
+                 claimed_at_ms, lease_until_ms, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4, 'sending', ?5, ?6, ?7, ?8) \
+                 ON CONFLICT (event_id, device_id) DO UPDATE SET state = 'sending', \
+                 attempts = excluded.attempts, claimed_at_ms = excluded.claimed_at_ms, \
+                 lease_until_ms = excluded.lease_until_ms, updated_at = excluded.updated_at",
+            )?
+            .execute(params![
+                event,
+                device,
+                key.scope.org,
+                key.scope.project,
+                attempt,
+                ms(&request.now),
+                ms(&lease_until),
+                now
+            ])?;
+        }
+        Decision::GiveUp { attempts } => {
+            tx.prepare_cached(
+                "UPDATE deliveries SET state = 'failed', error = ?3, lease_until_ms = 0, \
+                 updated_at = ?4 WHERE event_id = ?1 AND device_id = ?2",
+            )?
+            .execute(params![event, device, lease::gave_up_reason(attempts), now])?;
+        }
+        Decision::Answer(_) => {}
+    }
+    Ok(decision.claim())
 }
 
 pub(super) async fn finish(
@@ -89,31 +122,47 @@ pub(super) async fn finish(
     scope: &Scope,
     delivery: &Delivery,
 ) -> StoreResult<bool> {
-    let scope = scope.clone();
-    let d = delivery.clone();
+    let mut finished = finish_many(store, &[(scope.clone(), delivery.clone())]).await?;
+    Ok(finished.remove(0))
+}
+
+/// Every outcome of the batch in one transaction (one commit), each
+/// written only if its claim is still the latest.
+pub(super) async fn finish_many(
+    store: &SqliteStore,
+    deliveries: &[(Scope, Delivery)],
+) -> StoreResult<Vec<bool>> {
+    let deliveries = deliveries.to_vec();
     store
         .run(move |c| {
-            let n = c
-                .prepare_cached(
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut finished = Vec::with_capacity(deliveries.len());
+            {
+                let mut update = tx.prepare_cached(
                     "UPDATE deliveries SET state = ?5, error = ?7, apns_id = ?8, updated_at = ?9, \
                      lease_until_ms = ?10, provider = ?11 \
                      WHERE event_id = ?1 AND device_id = ?2 AND org = ?3 AND project = ?4 \
                      AND state = 'sending' AND attempts = ?6",
-                )?
-                .execute(params![
-                    d.event_id.to_string(),
-                    d.device_id.to_string(),
-                    scope.org,
-                    scope.project,
-                    d.state.as_str(),
-                    d.attempts,
-                    d.error,
-                    d.apns_id,
-                    ts(&d.updated_at),
-                    d.lease_until.as_ref().map_or(0, ms),
-                    d.provider,
-                ])?;
-            Ok(n == 1)
+                )?;
+                for (scope, d) in &deliveries {
+                    let n = update.execute(params![
+                        d.event_id.to_string(),
+                        d.device_id.to_string(),
+                        scope.org,
+                        scope.project,
+                        d.state.as_str(),
+                        d.attempts,
+                        d.error,
+                        d.apns_id,
+                        ts(&d.updated_at),
+                        d.lease_until.as_ref().map_or(0, ms),
+                        d.provider,
+                    ])?;
+                    finished.push(n == 1);
+                }
+            }
+            tx.commit()?;
+            Ok(finished)
         })
         .await
 }

@@ -2,6 +2,8 @@
 //! (whatever the kind), listed, deleted, and
 //! deactivated when a push provider says the token is gone.
 
+use std::sync::{Arc, atomic::Ordering};
+
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use uuid::Uuid;
@@ -20,6 +22,7 @@ pub(super) async fn upsert(
 ) -> StoreResult<(Device, bool)> {
     let scope = scope.clone();
     let reg = registration.clone();
+    let changes = Arc::clone(&store.device_changes);
     store
         .run(move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -67,6 +70,7 @@ pub(super) async fn upsert(
                 ],
             )?;
             tx.commit()?;
+            changes.fetch_add(1, Ordering::Release);
             Ok((device, created))
         })
         .await
@@ -87,12 +91,14 @@ pub(super) async fn list(store: &SqliteStore, scope: &Scope) -> StoreResult<Vec<
 
 pub(super) async fn delete(store: &SqliteStore, scope: &Scope, id: Uuid) -> StoreResult<bool> {
     let scope = scope.clone();
+    let changes = Arc::clone(&store.device_changes);
     store
         .run(move |c| {
             let n = c.execute(
                 "DELETE FROM devices WHERE id = ?1 AND org = ?2 AND project = ?3",
                 params![id.to_string(), scope.org, scope.project],
             )?;
+            changes.fetch_add(1, Ordering::Release);
             Ok(n == 1)
         })
         .await
@@ -107,6 +113,7 @@ pub(super) async fn deactivate(
 ) -> StoreResult<bool> {
     let scope = scope.clone();
     let reason = reason.to_owned();
+    let changes = Arc::clone(&store.device_changes);
     store
         .run(move |c| {
             let n = c.execute(
@@ -114,7 +121,13 @@ pub(super) async fn deactivate(
                  WHERE id = ?1 AND org = ?2 AND project = ?3",
                 params![id.to_string(), scope.org, scope.project, reason, ts(&now)],
             )?;
+            changes.fetch_add(1, Ordering::Release);
             Ok(n == 1)
         })
         .await
+}
+
+/// Device changes committed through this handle.
+pub(super) fn changes(store: &SqliteStore) -> u64 {
+    store.device_changes.load(Ordering::Acquire)
 }

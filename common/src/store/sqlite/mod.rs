@@ -20,7 +20,14 @@ mod keys;
 mod migrations;
 mod tenancy;
 
-use std::{path::Path, sync::atomic::AtomicI64, time::Duration};
+use std::{
+    path::Path,
+    sync::{
+        Arc,
+        atomic::{AtomicI64, AtomicU64},
+    },
+    time::Duration,
+};
 
 use super::{SqliteSync, StoreError, StoreResult, by_aggregate::impl_store_by_aggregate};
 
@@ -29,6 +36,10 @@ pub struct SqliteStore {
     /// When expired idempotency rows were last swept (SQLite has no TTL
     /// index), in Unix milliseconds.
     last_sweep_ms: AtomicI64,
+    /// Device changes made through this handle (`Store::device_changes`),
+    /// counted on the connection's thread once committed, so a caller
+    /// that stopped waiting does not leave one uncounted.
+    device_changes: Arc<AtomicU64>,
 }
 
 impl SqliteStore {
@@ -64,6 +75,7 @@ impl SqliteStore {
         Ok(Self {
             conn,
             last_sweep_ms: AtomicI64::new(0),
+            device_changes: Arc::default(),
         })
     }
 
