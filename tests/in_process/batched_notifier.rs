@@ -66,7 +66,9 @@ async fn each_device_is_pushed_once_across_redelivered_jobs_and_two_notifiers(ki
     }
     let mut ids = Vec::new();
     for i in 0..8 {
-        ids.push(id(&pipeline.event("batch", &format!("Event {i}"), true).await));
+        ids.push(id(&pipeline
+            .event("batch", &format!("Event {i}"), true)
+            .await));
     }
     // Every job once more, as the broker redelivers the jobs of a notifier
     // that died before acknowledging them.
@@ -77,7 +79,10 @@ async fn each_device_is_pushed_once_across_redelivered_jobs_and_two_notifiers(ki
         producer.publish(&job).await.expect("published again");
     }
     let counts = pushes(&pipeline, &ids, &tokens).await;
-    assert!(counts.iter().all(|&n| n == 1), "pushes per delivery: {counts:?}");
+    assert!(
+        counts.iter().all(|&n| n == 1),
+        "pushes per delivery: {counts:?}"
+    );
     second.shutdown().await;
     pipeline.finish().await;
 }
@@ -158,7 +163,11 @@ async fn the_in_flight_limit_holds_across_jobs(kind: StoreKind) {
         },
     )
     .await;
-    assert_eq!(gauge.sent.load(Ordering::SeqCst), 20, "one push per delivery");
+    assert_eq!(
+        gauge.sent.load(Ordering::SeqCst),
+        20,
+        "one push per delivery"
+    );
     assert_eq!(
         gauge.most.load(Ordering::SeqCst),
         LIMIT,
@@ -179,7 +188,10 @@ async fn a_device_changed_through_this_process_counts_from_the_next_job(kind: St
     pipeline.register(&a, None).await;
     let gone = pipeline.register(&b, None).await;
     let first = id(&pipeline.event("cache", "Both", true).await);
-    assert_eq!(pushes(&pipeline, &[first], &[a.clone(), b.clone()]).await, [1, 1]);
+    assert_eq!(
+        pushes(&pipeline, &[first], &[a.clone(), b.clone()]).await,
+        [1, 1]
+    );
     // The list was just read (and cached); the API changes it right away.
     delete(&pipeline, &gone).await;
     pipeline.register(&c, None).await;
@@ -209,7 +221,10 @@ async fn a_device_changed_by_another_process_counts_within_the_cache_bound(kind:
     pipeline.register(&a, None).await;
     let gone = pipeline.register(&b, None).await;
     let first = id(&pipeline.event("cache", "Both", true).await);
-    assert_eq!(pushes(&pipeline, &[first], &[a.clone(), b.clone()]).await, [1, 1]);
+    assert_eq!(
+        pushes(&pipeline, &[first], &[a.clone(), b.clone()]).await,
+        [1, 1]
+    );
     delete(&pipeline, &gone).await;
     pipeline.register(&c, None).await;
     // Past the bound (with room for the clocks of a busy machine).

@@ -145,9 +145,10 @@ async fn competing_batches_claim_each_delivery_once(kind: StoreKind) {
     // Two notifiers claim the same deliveries at once, in their own orders.
     let mut reversed = keys.clone();
     reversed.reverse();
+    let request = at(now);
     let (a, b) = tokio::join!(
-        store.claim_deliveries(&keys, &at(now)),
-        store.claim_deliveries(&reversed, &at(now)),
+        store.claim_deliveries(&keys, &request),
+        store.claim_deliveries(&reversed, &request),
     );
     let (a, mut b) = (a.expect("claimed"), b.expect("claimed"));
     b.reverse();

@@ -288,8 +288,7 @@ pub trait Store: Send + Sync + 'static {
     /// Records many outcomes at once, in one transaction or one bulk
     /// write: for each, in order, what [`Store::finish_delivery`] would
     /// answer.
-    async fn finish_deliveries(&self, deliveries: &[(Scope, Delivery)])
-    -> StoreResult<Vec<bool>>;
+    async fn finish_deliveries(&self, deliveries: &[(Scope, Delivery)]) -> StoreResult<Vec<bool>>;
     /// Every delivery of an event, by device.
     async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>>;
     /// How many device changes (registered, updated, deleted, deactivated)

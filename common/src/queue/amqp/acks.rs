@@ -200,12 +200,8 @@ impl Acknowledge for WindowAck {
     }
 
     async fn dead_letter(&self) -> Result<(), QueueError> {
-        self.alone(|acker| async move {
-            acker
-                .reject(BasicRejectOptions { requeue: false })
-                .await
-        })
-        .await
+        self.alone(|acker| async move { acker.reject(BasicRejectOptions { requeue: false }).await })
+            .await
     }
 
     async fn requeue(&self) -> Result<(), QueueError> {

@@ -4,6 +4,8 @@
 //! records while the claim is still its own. A batch of first claims is
 //! one bulk insert, and a batch of outcomes one `update` command.
 
+use std::collections::HashSet;
+
 use mongodb::{
     bson::{Bson, DateTime, Document, doc},
     error::{ErrorKind, InsertManyError},
@@ -38,16 +40,16 @@ pub(super) async fn claim(
 }
 
 /// Most claims of a batch are first claims: one unordered bulk insert
-/// takes them all, and only the keys that already had a record (a
-/// duplicate key) are claimed one by one, concurrently.
+/// takes them all, marked as this batch's. When some keys already had a
+/// record (a duplicate key), the records carrying the mark say which
+/// inserts went through (a server may not say which failed), and the
+/// others are claimed one by one, concurrently, as is a key the batch
+/// holds twice.
 pub(super) async fn claim_many(
     store: &MongoStore,
     keys: &[ClaimKey],
     request: &ClaimRequest,
 ) -> StoreResult<Vec<DeliveryClaim>> {
-    if keys.is_empty() {
-        return Ok(Vec::new());
-    }
     let first = lease::decide(None, request);
     let Decision::Take {
         attempt,
@@ -58,25 +60,31 @@ pub(super) async fn claim_many(
             "the lease rule does not take a delivery without a record"
         )));
     };
+    // Only a key's first place in the batch is inserted.
+    let mut seen = HashSet::new();
+    let firsts: Vec<bool> = keys.iter().map(|key| seen.insert(key)).collect();
+    if seen.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mark = Uuid::new_v4().to_string();
     let now = date(&request.now);
     let docs = keys
         .iter()
-        .map(|key| fresh(key, attempt, date(&lease_until), now));
-    let mut taken = vec![true; keys.len()];
+        .zip(&firsts)
+        .filter(|(_, first)| **first)
+        .map(|(key, _)| {
+            let mut doc = fresh(key, attempt, date(&lease_until), now);
+            doc.insert("claimedBy", &mark);
+            doc
+        });
+    let mut taken = firsts.clone();
     if let Err(e) = store.deliveries().insert_many(docs).ordered(false).await {
-        match e.kind.as_ref() {
-            ErrorKind::InsertMany(InsertManyError {
-                write_errors: Some(errors),
-                write_concern_error: None,
-                ..
-            }) if errors.iter().all(|w| w.code == DUPLICATE_KEY) => {
-                for w in errors {
-                    if let Some(t) = taken.get_mut(w.index) {
-                        *t = false;
-                    }
-                }
-            }
-            _ => return Err(classify(e)),
+        if !any_duplicate_key(&e) {
+            return Err(classify(e));
+        }
+        let ours = marked(store, keys, "claimedBy", &mark).await?;
+        for (key, taken) in keys.iter().zip(taken.iter_mut()) {
+            *taken = *taken && ours.iter().any(|(e, d, _)| same(key, e, d));
         }
     }
     let claims = keys.iter().zip(taken).map(|(key, taken)| async move {
@@ -87,6 +95,51 @@ pub(super) async fn claim_many(
         }
     });
     futures::future::try_join_all(claims).await
+}
+
+/// Whether a failed write failed (at least in part) on a duplicate key,
+/// however the server reports it.
+fn any_duplicate_key(e: &mongodb::error::Error) -> bool {
+    match e.kind.as_ref() {
+        ErrorKind::InsertMany(InsertManyError {
+            write_errors: Some(errors),
+            write_concern_error: None,
+            ..
+        }) => errors.iter().all(|w| w.code == DUPLICATE_KEY),
+        _ => is_duplicate_key(e),
+    }
+}
+
+/// The (event, device, attempts) of the records of `keys` whose `field`
+/// is `mark`: the ones a batch wrote.
+async fn marked<'a>(
+    store: &MongoStore,
+    keys: impl IntoIterator<Item = &'a ClaimKey>,
+    field: &str,
+    mark: &str,
+) -> StoreResult<Vec<(String, String, i64)>> {
+    let keys: Vec<Document> = keys.into_iter().map(key_filter).collect();
+    let docs = find_all(
+        &store.deliveries(),
+        doc! { "$or": keys, field: mark },
+        doc! { "_id": 1 },
+        None,
+    )
+    .await?;
+    Ok(docs
+        .iter()
+        .filter_map(|d| {
+            Some((
+                d.get_str("eventId").ok()?.to_owned(),
+                d.get_str("deviceId").ok()?.to_owned(),
+                d.get_i64("attempts").ok()?,
+            ))
+        })
+        .collect())
+}
+
+fn same(key: &ClaimKey, event_id: &str, device_id: &str) -> bool {
+    key.event_id.to_string() == event_id && key.device_id.to_string() == device_id
 }
 
 /// Claims one delivery: reads the record (when `look`, or once the
@@ -272,35 +325,23 @@ pub(super) async fn finish_many(
     if usize::try_from(matched).is_ok_and(|n| n == deliveries.len()) {
         return Ok(vec![true; deliveries.len()]);
     }
-    let keys: Vec<Document> = deliveries
+    let keys: Vec<ClaimKey> = deliveries
         .iter()
-        .map(|(_, d)| doc! { "eventId": d.event_id.to_string(), "deviceId": d.device_id.to_string() })
-        .collect();
-    let written = find_all(
-        &store.deliveries(),
-        doc! { "$or": keys, "finishedBy": &mark },
-        doc! { "_id": 1 },
-        None,
-    )
-    .await?;
-    let written: Vec<(String, String, i64)> = written
-        .iter()
-        .filter_map(|d| {
-            Some((
-                d.get_str("eventId").ok()?.to_owned(),
-                d.get_str("deviceId").ok()?.to_owned(),
-                d.get_i64("attempts").ok()?,
-            ))
+        .map(|(scope, d)| ClaimKey {
+            scope: scope.clone(),
+            event_id: d.event_id,
+            device_id: d.device_id,
         })
         .collect();
+    let written = marked(store, &keys, "finishedBy", &mark).await?;
     Ok(deliveries
         .iter()
         .map(|(_, d)| {
-            written.contains(&(
-                d.event_id.to_string(),
-                d.device_id.to_string(),
-                i64::from(d.attempts),
-            ))
+            written.iter().any(|(e, v, attempts)| {
+                *attempts == i64::from(d.attempts)
+                    && d.event_id.to_string() == *e
+                    && d.device_id.to_string() == *v
+            })
         })
         .collect())
 }

@@ -68,7 +68,11 @@ fn claim_in(
              WHERE event_id = ?1 AND device_id = ?2",
         )?
         .query_row(params![event, device], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?, r.get::<_, i64>(2)?))
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, u32>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
         })
         .optional()?
         .map(|(state, attempts, until)| {
