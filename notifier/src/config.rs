@@ -38,9 +38,7 @@ pub struct Config {
     pub listen: String,
     pub prefetch: NonZeroU16,
     pub concurrency: NonZeroUsize,
-    /// Most pushes waiting for their push service at once.
     pub max_in_flight: NonZeroUsize,
-    /// How long a project's device list is reused, in milliseconds.
     pub device_cache_ms: u64,
     pub retry_base_ms: NonZeroU64,
     pub retry_max_ms: u64,
@@ -134,12 +132,6 @@ impl Config {
                 "must be at least 2 (a push gets half of it)",
             ));
         }
-        if self.device_cache_ms > 60_000 {
-            return Err(ConfigError::invalid(
-                "NOTIFIER_DEVICE_CACHE_MS",
-                "must be at most 60000 (a deleted device would be pushed for that long)",
-            ));
-        }
         if self.retry_max_ms < self.retry_base_ms.get() {
             return Err(ConfigError::invalid(
                 "NOTIFIER_RETRY_MAX_MS",
@@ -213,12 +205,6 @@ impl Config {
             prefetch: self.prefetch,
             retry: self.retry(),
         }
-    }
-
-    /// How long a project's device list is reused: the bound on how late a
-    /// device change made by another process is seen.
-    pub fn device_cache(&self) -> Duration {
-        Duration::from_millis(self.device_cache_ms)
     }
 
     /// The lease a worker holds on a delivery it claimed.

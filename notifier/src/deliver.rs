@@ -8,7 +8,6 @@
 
 use std::{num::NonZeroUsize, sync::Arc, time::Duration};
 
-use chrono::{DateTime, Utc};
 use common::{
     jobs::{Job, NotifyJob},
     queue::{JobQueue, QueueError, RetryPolicy},
@@ -22,11 +21,14 @@ use common::{
 use futures::{StreamExt as _, stream};
 use tokio::sync::Semaphore;
 
+mod one_push;
+
+use self::one_push::Sent;
 use crate::{
     batch::Batcher,
     devices::DeviceCache,
-    metrics::{NotifierMetrics, ProviderLabels, PushLabels, RetryLabels},
-    push::{Alert, Push, PushOutcome, PushProvider},
+    metrics::{NotifierMetrics, RetryLabels},
+    push::PushProvider,
 };
 
 /// Most claims, or outcomes, written in one store call.
@@ -155,20 +157,6 @@ impl Deliverer {
     }
 }
 
-/// How one delivery went, for the job.
-enum Sent {
-    /// Nothing more to do for it.
-    Final,
-    /// Failed transiently: try again after this delay (the job's backoff,
-    /// or longer when the push service asked for it).
-    Retry(uuid::Uuid, Duration),
-    /// Not ours to send now (another worker's live lease, or a retry not
-    /// due yet): look again at this instant.
-    Wait(uuid::Uuid, DateTime<Utc>),
-    /// Gave up after the last attempt.
-    GaveUp,
-}
-
 impl Deliverer {
     /// Processes one notify job.
     pub async fn deliver(&self, job: &NotifyJob) -> Result<JobOutcome, DeliverError> {
@@ -272,151 +260,6 @@ impl Deliverer {
             .get_or_create(&RetryLabels { reason })
             .inc();
         Ok(())
-    }
-
-    /// Claims, sends and records the push of `event` to `device`.
-    async fn send_one(
-        &self,
-        event: &Event,
-        device: &Device,
-        retry_delay: Duration,
-    ) -> Result<Sent, DeliverError> {
-        // A push holds its in-flight permit from its claim to its answer,
-        // so the lease never runs while it waits for one.
-        let permit = self.in_flight.acquire().await;
-        let claim = self
-            .claims
-            .call(ClaimKey {
-                scope: event.scope.clone(),
-                event_id: event.id,
-                device_id: device.id,
-            })
-            .await?;
-        let attempt = match claim {
-            DeliveryClaim::Acquired { attempt, .. } => attempt,
-            DeliveryClaim::Settled(_) => return Ok(Sent::Final),
-            DeliveryClaim::Busy { until } => return Ok(Sent::Wait(device.id, until)),
-            DeliveryClaim::GaveUp { attempts } => {
-                tracing::warn!(deviceId = %device.id, attempts, "delivery given up: its workers never finished it");
-                self.count_push("gave_up");
-                return Ok(Sent::GaveUp);
-            }
-        };
-        let push = Push {
-            device_id: device.id,
-            target: device.target.clone(),
-            alert: Alert {
-                title: event.title.clone(),
-                body: event.description.clone(),
-                icon: event.icon.clone(),
-                channel: event.channel_name.clone(),
-                event_id: event.id,
-            },
-        };
-        let provider = self.provider.provider_for(&push);
-        let started = std::time::Instant::now();
-        let outcome = self.send_within_lease(&push).await;
-        drop(permit);
-        self.metrics
-            .push_duration
-            .get_or_create(&ProviderLabels { provider })
-            .observe(started.elapsed().as_secs_f64());
-        let now = self.clock.now();
-        let mut record = Delivery {
-            event_id: event.id,
-            device_id: device.id,
-            state: DeliveryState::Failed,
-            attempts: attempt,
-            error: None,
-            apns_id: None,
-            provider: Some(provider.to_owned()),
-            lease_until: None,
-            updated_at: now,
-        };
-        let can_retry = attempt <= self.retry.max_retries;
-        self.count_push(match &outcome {
-            PushOutcome::Delivered { .. } => "delivered",
-            PushOutcome::DeviceGone { .. } => "device_gone",
-            PushOutcome::Rejected { .. } => "rejected",
-            PushOutcome::Retry { .. } if can_retry => "retry",
-            PushOutcome::Retry { .. } => "gave_up",
-        });
-        let sent = match outcome {
-            PushOutcome::Delivered { apns_id } => {
-                record.state = DeliveryState::Delivered;
-                record.apns_id = apns_id;
-                Sent::Final
-            }
-            PushOutcome::DeviceGone { reason } => {
-                self.store
-                    .deactivate_device(&event.scope, device.id, &reason, now)
-                    .await?;
-                tracing::info!(deviceId = %device.id, %reason, "device deactivated");
-                record.error = Some(reason);
-                Sent::Final
-            }
-            PushOutcome::Rejected { reason } => {
-                record.error = Some(reason);
-                Sent::Final
-            }
-            PushOutcome::Retry { reason, after } if can_retry => {
-                // Never sooner than the push service asked, never later than
-                // the longest delay the retry settings allow.
-                let delay = after.map_or(retry_delay, |after| {
-                    retry_delay.max(after.min(self.retry.max))
-                });
-                record.state = DeliveryState::Retrying;
-                record.error = Some(reason);
-                record.lease_until =
-                    Some(now + chrono::Duration::from_std(delay).unwrap_or_default());
-                Sent::Retry(device.id, delay)
-            }
-            PushOutcome::Retry { reason, .. } => {
-                record.error = Some(format!("gave up after {attempt} attempts: {reason}"));
-                Sent::GaveUp
-            }
-        };
-        tracing::info!(
-            deviceId = %device.id,
-            provider,
-            // The job's span already has `attempt` (the job's retry count).
-            deliveryAttempt = attempt,
-            state = record.state.as_str(),
-            error = record.error.as_deref(),
-            latency_ms = started.elapsed().as_secs_f64() * 1000.0,
-            "push attempted"
-        );
-        if !self.finishes.call((event.scope.clone(), record)).await? {
-            // Our lease ran out mid-send and another worker took the
-            // delivery over: its outcome is the one that counts.
-            tracing::warn!(
-                deviceId = %device.id,
-                deliveryAttempt = attempt,
-                "lease lost before the outcome was recorded"
-            );
-            return Ok(Sent::Final);
-        }
-        Ok(sent)
-    }
-
-    /// Sends, giving the provider at most half the lease, so a live worker
-    /// always records its outcome before anyone may take the claim over.
-    async fn send_within_lease(&self, push: &Push) -> PushOutcome {
-        let limit = self.lease / 2;
-        match tokio::time::timeout(limit, self.provider.send(push)).await {
-            Ok(outcome) => outcome,
-            Err(_) => PushOutcome::Retry {
-                reason: format!("no answer within {} ms", limit.as_millis()),
-                after: None,
-            },
-        }
-    }
-
-    fn count_push(&self, outcome: &'static str) {
-        self.metrics
-            .pushes
-            .get_or_create(&PushLabels { outcome })
-            .inc();
     }
 
     /// Settles the event once every delivery that can still happen is

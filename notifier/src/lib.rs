@@ -50,7 +50,7 @@ fn deliverer(
         clock: common::time::Clock::System,
         metrics,
         max_in_flight: config.max_in_flight,
-        device_cache: config.device_cache(),
+        device_cache: std::time::Duration::from_millis(config.device_cache_ms),
     }))
 }
 
