@@ -22,6 +22,7 @@ use crate::push::{
     PushProvider, Router,
     apns::{ApnsConfig, ApnsProvider},
     logging::LoggingProvider,
+    fcm::{FcmProvider, account::ServiceAccount},
     webpush::{WebPushProvider, client::GuardedClient, vapid::VapidKey},
 };
 
@@ -54,6 +55,12 @@ pub struct Config {
     pub webpush_allowed_endpoints: String,
     /// How long a push service has to answer one Web Push request.
     pub webpush_timeout_ms: NonZeroU64,
+    /// Path to the Firebase service account's JSON key file.
+    pub fcm_service_account: Option<PathBuf>,
+    /// Where FCM's HTTP v1 API is (Google's by default).
+    pub fcm_base_url: String,
+    /// How long FCM (or its token endpoint) has to answer one request.
+    pub fcm_timeout_ms: NonZeroU64,
     pub log_format: LogFormat,
 }
 
@@ -93,12 +100,10 @@ impl Config {
                 *value = None;
             }
         }
-        if self
-            .apns_key_path
-            .as_ref()
-            .is_some_and(|p| p.as_os_str().is_empty())
-        {
-            self.apns_key_path = None;
+        for path in [&mut self.apns_key_path, &mut self.fcm_service_account] {
+            if path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+                *path = None;
+            }
         }
     }
 
@@ -139,7 +144,26 @@ impl Config {
         self.apns()?;
         self.vapid()?;
         self.webpush_allowed()?;
+        self.fcm()?;
         Ok(())
+    }
+
+    /// The FCM service account, when one is configured (its file read and
+    /// its key parsed now, so a bad file fails the start), and the base URL.
+    fn fcm(&self) -> Result<Option<ServiceAccount>, ConfigError> {
+        let base_ok = url::Url::parse(&self.fcm_base_url)
+            .is_ok_and(|u| matches!(u.scheme(), "https" | "http") && u.host().is_some());
+        if !base_ok {
+            return Err(ConfigError::invalid(
+                "NOTIFIER_FCM_BASE_URL",
+                "must be an http(s) URL such as https://fcm.googleapis.com",
+            ));
+        }
+        self.fcm_service_account
+            .as_deref()
+            .map(ServiceAccount::load)
+            .transpose()
+            .map_err(|e| ConfigError::invalid("NOTIFIER_FCM_SERVICE_ACCOUNT", e))
     }
 
     /// The VAPID key and subject: both, or neither (Web Push is then only
@@ -246,15 +270,41 @@ impl Config {
         }
     }
 
-    /// One provider per device kind ([`Router`]): APNs and Web Push when
-    /// configured, otherwise the logging provider (and a warning saying so);
-    /// FCM is logged until its provider exists.
+    /// One provider per device kind ([`Router`]): APNs, Web Push and FCM
+    /// when configured, otherwise the logging provider (and a warning
+    /// saying so).
     pub fn push_provider(&self) -> anyhow::Result<Arc<dyn PushProvider>> {
-        Ok(Arc::new(Router {
+        Ok(Arc::new(self.router()?))
+    }
+
+    /// The providers [`Config::push_provider`] routes to, each replaceable
+    /// (tests put a recording provider in APNs' place).
+    pub fn router(&self) -> anyhow::Result<Router> {
+        Ok(Router {
             apns: self.apns_provider()?,
             webpush: self.webpush_provider()?,
-            fcm: Arc::new(LoggingProvider),
-        }))
+            fcm: self.fcm_provider()?,
+        })
+    }
+
+    fn fcm_provider(&self) -> anyhow::Result<Arc<dyn PushProvider>> {
+        let Some(account) = self.fcm()? else {
+            tracing::warn!(
+                "no FCM service account (NOTIFIER_FCM_SERVICE_ACCOUNT): \
+                 FCM messages are logged, not sent"
+            );
+            return Ok(Arc::new(LoggingProvider));
+        };
+        tracing::info!(
+            project = %account.project_id,
+            base = %self.fcm_base_url,
+            "FCM messages are sent as this project's service account"
+        );
+        Ok(Arc::new(FcmProvider::new(
+            account,
+            &self.fcm_base_url,
+            Duration::from_millis(self.fcm_timeout_ms.get()),
+        )?))
     }
 
     fn webpush_provider(&self) -> anyhow::Result<Arc<dyn PushProvider>> {
@@ -343,6 +393,27 @@ mod tests {
     }
 
     #[test]
+    fn an_fcm_key_file_is_read_at_load_and_a_blank_path_is_unset() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("NOTIFIER_FCM_SERVICE_ACCOUNT", "");
+            let config = Config::load(None).expect("blank loads");
+            assert_eq!(config.fcm_provider().expect("a provider").name(), "log");
+            jail.create_file("fcm.json", r#"{"project_id": "p"}"#)?;
+            jail.set_env("NOTIFIER_FCM_SERVICE_ACCOUNT", "fcm.json");
+            let err = Config::load(None).expect_err("not a key file");
+            assert!(
+                err.to_string().contains("NOTIFIER_FCM_SERVICE_ACCOUNT"),
+                "{err}"
+            );
+            jail.set_env("NOTIFIER_FCM_SERVICE_ACCOUNT", "");
+            jail.set_env("NOTIFIER_FCM_BASE_URL", "fcm.googleapis.com");
+            let err = Config::load(None).expect_err("not a URL");
+            assert!(err.to_string().contains("NOTIFIER_FCM_BASE_URL"), "{err}");
+            Ok(())
+        });
+    }
+
+    #[test]
     fn some_apns_settings_without_the_others_are_refused() {
         figment::Jail::expect_with(|jail| {
             jail.set_env("APNS_KEY_ID", "ABC123");
@@ -390,6 +461,8 @@ mod tests {
             "AMQP_URL",
             "MONGODB_URI",
             "APNS_TOPIC",
+            "NOTIFIER_FCM_SERVICE_ACCOUNT",
+            "NOTIFIER_FCM_BASE_URL",
         ] {
             assert!(vars.iter().any(|v| v == var), "{var} in {vars:?}");
         }

@@ -12,6 +12,7 @@ mod cors;
 mod devices;
 mod errors;
 mod events;
+mod fcm;
 mod idempotency;
 mod identify;
 mod layout;

@@ -4,7 +4,9 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
-use common::store::{Delivery, DeliveryState, Event, EventFilter, Inserted, NotificationState};
+use common::store::{
+    Delivery, DeliveryState, Event, EventFilter, Inserted, NotificationState, Priority,
+};
 use poem::{Request, web::Data};
 use poem_openapi::{
     ApiResponse, Enum, Object, OpenApi,
@@ -59,6 +61,42 @@ pub struct EventIn {
     /// Where the event comes from (a service, a script).
     #[oai(validator(min_length = 1, max_length = 100))]
     pub source: Option<String>,
+    /// How insistently the push alerts. Default `normal`.
+    pub priority: Option<EventPriority>,
+}
+
+/// How insistently an event's push alerts: `low` is shown quietly (no
+/// sound; APNs interruption level `passive`, Web Push `Urgency: low`, FCM
+/// Android priority `normal` without sound); `normal` with the default
+/// sound (APNs `active`, Web Push `normal`, FCM `normal`); `high` with
+/// sound, breaking through Focus (APNs `time-sensitive`, Web Push `high`,
+/// FCM `high`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum EventPriority {
+    Low,
+    Normal,
+    High,
+}
+
+impl From<EventPriority> for Priority {
+    fn from(p: EventPriority) -> Self {
+        match p {
+            EventPriority::Low => Self::Low,
+            EventPriority::Normal => Self::Normal,
+            EventPriority::High => Self::High,
+        }
+    }
+}
+
+impl From<Priority> for EventPriority {
+    fn from(p: Priority) -> Self {
+        match p {
+            Priority::Low => Self::Low,
+            Priority::Normal => Self::Normal,
+            Priority::High => Self::High,
+        }
+    }
 }
 
 /// The sample body the docs show and their "Test Request" sends: every
@@ -78,6 +116,7 @@ impl Example for EventIn {
             user_id: Some(Nullable(Some("user_7".into()))),
             notify: Some(true),
             source: Some("billing".into()),
+            priority: Some(EventPriority::High),
         }
     }
 }
@@ -97,6 +136,8 @@ pub struct EventOut {
     pub user_id: Nullable<String>,
     pub notify: bool,
     pub source: Nullable<String>,
+    /// How insistently its push alerts.
+    pub priority: EventPriority,
     /// When the event was recorded (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
     /// Where the event's push notification stands.
@@ -212,6 +253,7 @@ impl EventOut {
             user_id: Nullable(e.user_id),
             notify: e.notify,
             source: Nullable(e.source),
+            priority: e.priority.into(),
             created_at: e.created_at,
             notification: NotificationOut {
                 state: e.notification.into(),
@@ -275,6 +317,7 @@ impl EventsApi {
             user_id: input.user_id.and_then(|u| u.0),
             notify,
             source: input.source,
+            priority: input.priority.map_or(Priority::Normal, Into::into),
             created_at: now,
             notification: if notify {
                 NotificationState::Pending

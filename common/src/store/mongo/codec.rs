@@ -10,7 +10,8 @@ use uuid::Uuid;
 
 use crate::store::{
     ApiKey, ApnsEnvironment, Delivery, DeliveryState, Device, DeviceKind, Event, Identity,
-    KeyScope, NotificationState, PushTarget, Scope, StoreError, StoreResult, WebPushSubscription,
+    KeyScope, NotificationState, Priority, PushTarget, Scope, StoreError, StoreResult,
+    WebPushSubscription,
 };
 
 /// A stored document that does not read back as its record.
@@ -184,6 +185,7 @@ pub(super) fn event_to_doc(e: &Event) -> Document {
         "notification": e.notification.as_str(),
         "requestId": e.request_id.clone(),
         "notificationDueAt": e.notification_due_at.as_ref().map(date),
+        "priority": e.priority.as_str(),
     }
 }
 
@@ -214,6 +216,11 @@ pub(super) fn event_from_doc(d: &Document) -> StoreResult<Event> {
                 .get_datetime("notificationDueAt")
                 .ok()
                 .map(|t| t.to_chrono()),
+            // Events stored before priorities were are `normal`.
+            priority: match d.get_str("priority") {
+                Ok(p) => Priority::parse(p).ok_or_else(|| anyhow::anyhow!("unknown priority"))?,
+                Err(_) => Priority::Normal,
+            },
         })
     };
     parse().map_err(|e| corrupt("event", e))
