@@ -325,7 +325,9 @@ fn verify_grant(body: &[u8], audience: &str) -> Result<(), String> {
     let exp = claims["exp"].as_i64().ok_or("no exp")?;
     let iat = claims["iat"].as_i64().ok_or("no iat")?;
     if exp <= now || exp > now + 3600 + 60 || exp - iat > 3600 || iat > now + 60 {
-        return Err(format!("iat {iat} / exp {exp} are not within the hour of {now}"));
+        return Err(format!(
+            "iat {iat} / exp {exp} are not within the hour of {now}"
+        ));
     }
     Ok(())
 }
@@ -335,9 +337,16 @@ fn verify_grant(body: &[u8], audience: &str) -> Result<(), String> {
 fn check_message(body: &[u8]) -> Result<Value, String> {
     let body: Value = serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
     let message = body.get("message").ok_or("no message")?;
-    let known: HashSet<&str> = ["token", "notification", "data", "android", "apns", "webpush"]
-        .into_iter()
-        .collect();
+    let known: HashSet<&str> = [
+        "token",
+        "notification",
+        "data",
+        "android",
+        "apns",
+        "webpush",
+    ]
+    .into_iter()
+    .collect();
     let fields = message.as_object().ok_or("message is not an object")?;
     if let Some(unknown) = fields.keys().find(|k| !known.contains(k.as_str())) {
         return Err(format!("unknown field {unknown}"));
@@ -352,8 +361,14 @@ fn check_message(body: &[u8]) -> Result<Value, String> {
     if let Some((key, _)) = data.iter().find(|(_, v)| !v.is_string()) {
         return Err(format!("data.{key} is not a string"));
     }
-    if !matches!(message["android"]["priority"].as_str(), Some("normal" | "high")) {
-        return Err(format!("android.priority {}", message["android"]["priority"]));
+    if !matches!(
+        message["android"]["priority"].as_str(),
+        Some("normal" | "high")
+    ) {
+        return Err(format!(
+            "android.priority {}",
+            message["android"]["priority"]
+        ));
     }
     if body.to_string().len() > 4096 {
         return Err("larger than 4096 bytes".into());

@@ -21,8 +21,8 @@ use serde::Deserialize;
 use crate::push::{
     PushProvider, Router,
     apns::{ApnsConfig, ApnsProvider},
-    logging::LoggingProvider,
     fcm::{FcmProvider, account::ServiceAccount},
+    logging::LoggingProvider,
     webpush::{WebPushProvider, client::GuardedClient, vapid::VapidKey},
 };
 

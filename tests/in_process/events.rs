@@ -60,7 +60,11 @@ async fn an_event_with_every_field_is_stored_and_returned(kind: StoreKind) {
     assert_eq!(stored.title, "Payment failed");
     assert_eq!(stored.priority, common::store::Priority::High);
     let looked_up = Reply::of(app.get_as(&format!("/v1/events/{id}"), &key).await).await;
-    assert_eq!(looked_up.body["data"]["priority"], "high", "{}", looked_up.body);
+    assert_eq!(
+        looked_up.body["data"]["priority"], "high",
+        "{}",
+        looked_up.body
+    );
     assert_eq!(stored.metadata.get("orderId"), Some(&json!(42)));
     assert_eq!(
         stored.metadata.get("nested"),

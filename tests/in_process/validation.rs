@@ -41,9 +41,9 @@ async fn an_unknown_or_mistyped_priority_is_refused_at_its_path(kind: StoreKind)
     for priority in [json!("urgent"), json!("HIGH"), json!(2), json!(null)] {
         let body = json!({ "channelName": "c", "title": "t", "priority": priority });
         let reply = rejected(&app, &key, &scope, body).await;
-        assert_eq!(
-            reply.fault_paths(),
-            vec![path(&["priority"])],
+        let paths = reply.fault_paths();
+        assert!(
+            !paths.is_empty() && paths.iter().all(|p| *p == path(&["priority"])),
             "{priority}: {}",
             reply.body
         );

@@ -42,11 +42,8 @@ async fn spawn(
         router.apns = apns;
         Arc::new(router) as Arc<dyn PushProvider>
     });
-    let app = TestApp::spawn_with_options(
-        TestConfig::new(kind),
-        Embedded { provider, notifier },
-    )
-    .await;
+    let app =
+        TestApp::spawn_with_options(TestConfig::new(kind), Embedded { provider, notifier }).await;
     let key = Reply::of(app.get("/v1/webpush/key").await).await;
     assert_eq!(key.status, 200, "{}", key.body);
     service.expect_key(key.body["data"]["publicKey"].as_str().expect("a key"));

@@ -247,7 +247,11 @@ fn web_push_and_fcm_settings_reach_their_services_only_when_set() {
         let stack = Stack::resolve(described, &env_file);
         let (notifier, ingest) = (stack.environment("notifier"), stack.environment("ingest"));
         for variable in notifier_vars {
-            assert_eq!(notifier.get(variable).cloned().flatten(), None, "{variable} ({described})");
+            assert_eq!(
+                notifier.get(variable).cloned().flatten(),
+                None,
+                "{variable} ({described})"
+            );
         }
         assert_eq!(
             ingest.get("INGEST_VAPID_PUBLIC_KEY").cloned().flatten(),

@@ -64,7 +64,8 @@ pub(super) struct ApnsMessage {
 pub(super) struct Loudness {
     pub(super) interruption_level: &'static str,
     pub(super) sound: Option<&'static str>,
-    pub(super) apns_priority: ApnsPriority,
+    /// `apns-priority` 10 (at once) rather than 5 (when the phone is awake).
+    pub(super) at_once: bool,
 }
 
 impl Loudness {
@@ -73,17 +74,17 @@ impl Loudness {
             Priority::Low => Self {
                 interruption_level: "passive",
                 sound: None,
-                apns_priority: ApnsPriority::Normal,
+                at_once: false,
             },
             Priority::Normal => Self {
                 interruption_level: "active",
                 sound: Some("default"),
-                apns_priority: ApnsPriority::High,
+                at_once: true,
             },
             Priority::High => Self {
                 interruption_level: "time-sensitive",
                 sound: Some("default"),
-                apns_priority: ApnsPriority::High,
+                at_once: true,
             },
         }
     }
@@ -185,7 +186,11 @@ impl ApnsMessage {
             apns_id: None,
             apns_push_type: Some(PushType::Alert),
             apns_expiration: Some(self.expiration),
-            apns_priority: Some(self.loudness.apns_priority),
+            apns_priority: Some(if self.loudness.at_once {
+                ApnsPriority::High
+            } else {
+                ApnsPriority::Normal
+            }),
             apns_topic: Some(&self.topic),
             // A job redelivered after a crash pushes again; with the same
             // collapse id the device replaces the first alert instead of
@@ -354,7 +359,11 @@ mod tests {
             let message = ApnsMessage::from_alert(&alert, TOPIC, now()).expect("fits");
             let (_, value) = json(&message);
             assert_eq!(value["aps"]["interruption-level"], level, "{priority:?}");
-            assert_eq!(value["aps"]["sound"].as_str(), sound, "{priority:?}: {value}");
+            assert_eq!(
+                value["aps"]["sound"].as_str(),
+                sound,
+                "{priority:?}: {value}"
+            );
             assert_eq!(value["aps"]["alert"]["title"], "💸 Payment failed");
             let payload = message.payload(DEVICE_TOKEN).expect("payload");
             assert_eq!(

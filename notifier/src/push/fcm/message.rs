@@ -93,7 +93,10 @@ mod tests {
 
     #[test]
     fn the_message_carries_token_notification_and_data() {
-        let message = json(&body("tok", &alert(Priority::Normal, Some("Declined".into()))));
+        let message = json(&body(
+            "tok",
+            &alert(Priority::Normal, Some("Declined".into())),
+        ));
         let m = &message["message"];
         assert_eq!(m["token"], "tok");
         assert_eq!(m["notification"]["title"], "💸 Payment failed");
@@ -113,7 +116,12 @@ mod tests {
     fn each_priority_has_its_android_priority_and_sound() {
         for (priority, delivery, shown, sound) in [
             (Priority::Low, "normal", "PRIORITY_LOW", None),
-            (Priority::Normal, "normal", "PRIORITY_DEFAULT", Some("default")),
+            (
+                Priority::Normal,
+                "normal",
+                "PRIORITY_DEFAULT",
+                Some("default"),
+            ),
             (Priority::High, "high", "PRIORITY_HIGH", Some("default")),
         ] {
             let message = json(&body("tok", &alert(priority, None)));

@@ -209,7 +209,10 @@ mod tests {
     #[test]
     fn answers_are_classified_by_error_code_then_status() {
         assert!(matches!(
-            classify(&answer(200, serde_json::json!({"name": "projects/p/messages/1"}))),
+            classify(&answer(
+                200,
+                serde_json::json!({"name": "projects/p/messages/1"})
+            )),
             PushOutcome::Delivered { .. }
         ));
         let gone = classify(&fcm_error(404, "NOT_FOUND", Some("UNREGISTERED")));
@@ -225,13 +228,21 @@ mod tests {
             classify(&answer(404, serde_json::json!({}))),
             PushOutcome::DeviceGone { .. }
         ));
-        let invalid = classify(&fcm_error(400, "INVALID_ARGUMENT", Some("INVALID_ARGUMENT")));
+        let invalid = classify(&fcm_error(
+            400,
+            "INVALID_ARGUMENT",
+            Some("INVALID_ARGUMENT"),
+        ));
         assert!(
             matches!(&invalid, PushOutcome::Rejected { reason } if reason.contains("INVALID_ARGUMENT")),
             "{invalid:?}"
         );
         assert!(matches!(
-            classify(&fcm_error(403, "PERMISSION_DENIED", Some("SENDER_ID_MISMATCH"))),
+            classify(&fcm_error(
+                403,
+                "PERMISSION_DENIED",
+                Some("SENDER_ID_MISMATCH")
+            )),
             PushOutcome::Rejected { .. }
         ));
         let mut throttled = fcm_error(429, "RESOURCE_EXHAUSTED", Some("QUOTA_EXCEEDED"));

@@ -108,7 +108,9 @@ impl AccessTokens {
         let body = response.bytes().await.unwrap_or_default();
         if status == 200 {
             let granted: Granted = serde_json::from_slice(&body).map_err(|e| {
-                rejected(format!("FCM token endpoint answered 200 without a token: {e}"))
+                rejected(format!(
+                    "FCM token endpoint answered 200 without a token: {e}"
+                ))
             })?;
             let life = Duration::from_secs(granted.expires_in);
             let margin = REFRESH_MARGIN.min(life / 2);

@@ -7,8 +7,6 @@
 pub mod client;
 pub mod vapid;
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -158,6 +156,8 @@ impl PushProvider for WebPushProvider {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn alert(body: Option<String>) -> Alert {
