@@ -20,7 +20,7 @@ use std::{
 
 use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
 use http_body_util::{BodyExt as _, Full};
-use hyper::{Request, Response, body::Bytes, service::service_fn};
+use hyper::{Request, Response, body::Bytes};
 use rsa::{
     RsaPrivateKey,
     pkcs1v15::{Signature, VerifyingKey},
@@ -77,26 +77,13 @@ pub struct FcmService {
 
 impl FcmService {
     pub async fn start() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("binds");
-        let addr = listener.local_addr().expect("addr");
         let state = Arc::new(Mutex::new(State::default()));
-        let shared = Arc::clone(&state);
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let state = Arc::clone(&shared);
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| {
-                        let state = Arc::clone(&state);
-                        async move { Ok::<_, std::convert::Infallible>(handle(&state, addr, req).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let addr = crate::loopback::serve(
+            Arc::clone(&state),
+            |_| {},
+            |state, addr, req| async move { handle(&state, addr, req).await },
+        )
+        .await;
         let dir = tempfile::tempdir().expect("a temporary directory");
         let key_file = json!({
             "type": "service_account",

@@ -11,6 +11,7 @@ pub mod contract;
 pub mod drill;
 mod eventually;
 pub mod fcm_service;
+mod loopback;
 pub mod openmetrics;
 pub mod pipeline;
 pub mod process;
@@ -431,17 +432,20 @@ impl TestApp {
         reply.body["data"]["id"].as_str().expect("id").to_owned()
     }
 
-    /// Waits (up to 20 s) for event `id`'s notification to reach `state`,
-    /// and returns the event as `GET /v1/events/{id}` shows it.
+    /// Waits (up to [`pipeline::WAIT`]) for event `id`'s notification to
+    /// reach `state`, and returns the event as `GET /v1/events/{id}` shows it.
     pub async fn settled(&self, key: &str, id: &str, state: &str) -> Value {
-        let wait = Duration::from_secs(20);
-        eventually(wait, &format!("event {id} to become {state}"), async || {
-            let reply = Reply::of(self.get_as(&format!("/v1/events/{id}"), key).await).await;
-            let event = &reply.body["data"];
-            (event["notification"]["state"] == state)
-                .then(|| event.clone())
-                .ok_or(reply.body)
-        })
+        eventually(
+            pipeline::WAIT,
+            &format!("event {id} to become {state}"),
+            async || {
+                let reply = Reply::of(self.get_as(&format!("/v1/events/{id}"), key).await).await;
+                let event = &reply.body["data"];
+                (event["notification"]["state"] == state)
+                    .then(|| event.clone())
+                    .ok_or(reply.body)
+            },
+        )
         .await
     }
 

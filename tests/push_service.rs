@@ -21,7 +21,7 @@ use aes_gcm::{Aes128Gcm, KeyInit as _, aead::Aead as _};
 use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
 use hkdf::Hkdf;
 use http_body_util::{BodyExt as _, Full};
-use hyper::{Request, Response, body::Bytes, service::service_fn};
+use hyper::{Request, Response, body::Bytes};
 use p256::{
     PublicKey, SecretKey,
     ecdsa::{Signature, VerifyingKey, signature::Verifier as _},
@@ -70,27 +70,13 @@ pub struct PushService {
 
 impl PushService {
     pub async fn start() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("binds");
-        let addr = listener.local_addr().expect("addr");
         let state = Arc::new(Mutex::new(State::default()));
-        let shared = Arc::clone(&state);
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                shared.lock().expect("lock").connections += 1;
-                let state = Arc::clone(&shared);
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| {
-                        let state = Arc::clone(&state);
-                        async move { Ok::<_, std::convert::Infallible>(handle(&state, addr, req).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let addr = crate::loopback::serve(
+            Arc::clone(&state),
+            |state| state.lock().expect("lock").connections += 1,
+            |state, addr, req| async move { handle(&state, addr, req).await },
+        )
+        .await;
         Self { addr, state }
     }
 

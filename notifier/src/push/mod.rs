@@ -79,6 +79,19 @@ pub(crate) fn fit_body(
     }
 }
 
+/// The alert the providers' unit tests render: every field set.
+#[cfg(test)]
+pub(crate) fn sample_alert(body: Option<String>, priority: Priority) -> Alert {
+    Alert {
+        title: "Payment failed".into(),
+        body,
+        icon: Some("💸".into()),
+        channel: "payments".into(),
+        event_id: Uuid::nil(),
+        priority,
+    }
+}
+
 /// One push to send.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Push {

@@ -77,14 +77,7 @@ mod tests {
     use super::*;
 
     fn alert(priority: Priority, body: Option<String>) -> Alert {
-        Alert {
-            title: "Payment failed".into(),
-            body,
-            icon: Some("💸".into()),
-            channel: "payments".into(),
-            event_id: uuid::Uuid::nil(),
-            priority,
-        }
+        crate::push::sample_alert(body, priority)
     }
 
     fn json(bytes: &[u8]) -> Value {

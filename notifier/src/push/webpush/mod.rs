@@ -161,14 +161,7 @@ mod tests {
     use super::*;
 
     fn alert(body: Option<String>) -> Alert {
-        Alert {
-            title: "Payment failed".into(),
-            body,
-            icon: Some("💸".into()),
-            channel: "payments".into(),
-            event_id: uuid::Uuid::nil(),
-            priority: Default::default(),
-        }
+        crate::push::sample_alert(body, Priority::Normal)
     }
 
     #[test]
