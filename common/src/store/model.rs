@@ -206,6 +206,14 @@ impl Priority {
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|p| p.as_str() == s)
     }
+
+    /// A stored priority; none stored (an event from before priorities
+    /// were) is `normal`.
+    pub fn from_stored(s: Option<&str>) -> anyhow::Result<Self> {
+        s.map_or(Ok(Self::Normal), |s| {
+            Self::parse(s).ok_or_else(|| anyhow::anyhow!("unknown priority {s:?}"))
+        })
+    }
 }
 
 /// Which APNs environment a device token belongs to.

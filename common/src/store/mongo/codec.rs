@@ -212,15 +212,8 @@ pub(super) fn event_from_doc(d: &Document) -> StoreResult<Event> {
             notification: NotificationState::parse(d.get_str("notification")?)
                 .ok_or_else(|| anyhow::anyhow!("unknown notification state"))?,
             request_id: opt_str(d, "requestId"),
-            notification_due_at: d
-                .get_datetime("notificationDueAt")
-                .ok()
-                .map(|t| t.to_chrono()),
-            // Events stored before priorities were are `normal`.
-            priority: match d.get_str("priority") {
-                Ok(p) => Priority::parse(p).ok_or_else(|| anyhow::anyhow!("unknown priority"))?,
-                Err(_) => Priority::Normal,
-            },
+            notification_due_at: opt_date(d, "notificationDueAt"),
+            priority: Priority::from_stored(d.get_str("priority").ok())?,
         })
     };
     parse().map_err(|e| corrupt("event", e))

@@ -8,6 +8,7 @@
 
 #[cfg(test)]
 mod fixtures;
+mod loudness;
 mod message;
 mod outcome;
 mod provider;
