@@ -18,7 +18,6 @@ use std::{
     time::Instant,
 };
 
-use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
 use http_body_util::{BodyExt as _, Full};
 use hyper::{Request, Response, body::Bytes};
 use rsa::{
@@ -29,6 +28,8 @@ use rsa::{
 };
 use serde_json::{Value, json};
 use sha2::Sha256;
+
+use crate::loopback::split_jwt;
 
 /// The Firebase project the account belongs to.
 pub const PROJECT: &str = "tocsin-test";
@@ -282,23 +283,13 @@ fn verify_grant(body: &[u8], audience: &str) -> Result<(), String> {
         return Err(format!("grant_type {:?}", form.get("grant_type")));
     }
     let assertion = form.get("assertion").ok_or("no assertion")?;
-    let b64 = |s: &str| {
-        URL_SAFE_NO_PAD
-            .decode(s)
-            .map_err(|_| format!("bad base64url {s:?}"))
-    };
-    let (signed, signature) = assertion.rsplit_once('.').ok_or("not a JWT")?;
-    let (header_b64, claims_b64) = signed.split_once('.').ok_or("not a JWT")?;
-    let header: Value = serde_json::from_slice(&b64(header_b64)?).map_err(|e| e.to_string())?;
-    if header["alg"] != "RS256" {
-        return Err(format!("alg {}", header["alg"]));
-    }
+    let jwt = split_jwt(assertion, "RS256")?;
     let verifying = VerifyingKey::<Sha256>::new(account_key().to_public_key());
-    let signature = Signature::try_from(b64(signature)?.as_slice()).map_err(|e| e.to_string())?;
+    let signature = Signature::try_from(jwt.signature.as_slice()).map_err(|e| e.to_string())?;
     verifying
-        .verify(signed.as_bytes(), &signature)
+        .verify(jwt.signed.as_bytes(), &signature)
         .map_err(|_| "the assertion's signature does not verify".to_owned())?;
-    let claims: Value = serde_json::from_slice(&b64(claims_b64)?).map_err(|e| e.to_string())?;
+    let claims = jwt.claims;
     if claims["iss"] != CLIENT_EMAIL {
         return Err(format!("iss {}", claims["iss"]));
     }

@@ -33,6 +33,8 @@ use p256::{
 use serde_json::{Value, json};
 use sha2::Sha256;
 
+use crate::loopback::{b64, split_jwt};
+
 /// A browser's side of one subscription.
 struct Browser {
     secret: SecretKey,
@@ -248,23 +250,13 @@ fn verify_vapid(header: Option<&str>, key: &str, audience: &str) -> Result<(), S
     if k != key {
         return Err("k= is not the key ingest serves".into());
     }
-    let b64 = |s: &str| {
-        URL_SAFE_NO_PAD
-            .decode(s)
-            .map_err(|_| format!("bad base64url {s:?}"))
-    };
-    let (signed, signature) = token.rsplit_once('.').ok_or("not a JWT")?;
-    let (header_b64, claims_b64) = signed.split_once('.').ok_or("not a JWT")?;
-    let jwt_header: Value = serde_json::from_slice(&b64(header_b64)?).map_err(|e| e.to_string())?;
-    if jwt_header["alg"] != "ES256" {
-        return Err(format!("alg {}", jwt_header["alg"]));
-    }
+    let jwt = split_jwt(token, "ES256")?;
     let verifying = VerifyingKey::from_sec1_bytes(&b64(k)?).map_err(|e| e.to_string())?;
-    let signature = Signature::from_slice(&b64(signature)?).map_err(|e| e.to_string())?;
+    let signature = Signature::from_slice(&jwt.signature).map_err(|e| e.to_string())?;
     verifying
-        .verify(signed.as_bytes(), &signature)
+        .verify(jwt.signed.as_bytes(), &signature)
         .map_err(|_| "the JWT's signature does not verify".to_owned())?;
-    let claims: Value = serde_json::from_slice(&b64(claims_b64)?).map_err(|e| e.to_string())?;
+    let claims = jwt.claims;
     if claims["aud"] != audience {
         return Err(format!("aud {} is not {audience}", claims["aud"]));
     }
