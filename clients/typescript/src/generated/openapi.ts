@@ -825,7 +825,7 @@ export interface components {
              */
             source?: string;
             /**
-             * @description How insistently the push alerts. Default `normal`.
+             * @description How insistently the push alerts; default `normal`.
              * @example high
              */
             priority?: components["schemas"]["EventPriority"] & unknown;
@@ -851,8 +851,7 @@ export interface components {
             userId: string | null;
             notify: boolean;
             source: string | null;
-            /** @description How insistently its push alerts. */
-            priority: components["schemas"]["EventPriority"] & unknown;
+            priority: components["schemas"]["EventPriority"];
             /**
              * Format: date-time
              * @description When the event was recorded (RFC 3339, UTC).
