@@ -10,6 +10,8 @@
 pub mod contract;
 pub mod drill;
 mod eventually;
+pub mod fcm_service;
+mod loopback;
 pub mod openmetrics;
 pub mod pipeline;
 pub mod process;
@@ -161,6 +163,7 @@ pub fn pending_event(scope: &Scope) -> common::store::Event {
         user_id: None,
         notify: true,
         source: None,
+        priority: common::store::Priority::Normal,
         created_at: common::time::now(),
         notification: common::store::NotificationState::Pending,
         request_id: None,
@@ -420,6 +423,30 @@ impl TestApp {
 
     pub async fn post_event(&self, key: &str, body: &Value) -> reqwest::Response {
         self.post("/v1/events", key, body).await
+    }
+
+    /// Records an event (asserting the 201) and returns its id.
+    pub async fn record_event(&self, key: &str, body: &Value) -> String {
+        let reply = Reply::of(self.post_event(key, body).await).await;
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        reply.body["data"]["id"].as_str().expect("id").to_owned()
+    }
+
+    /// Waits (up to [`pipeline::WAIT`]) for event `id`'s notification to
+    /// reach `state`, and returns the event as `GET /v1/events/{id}` shows it.
+    pub async fn settled(&self, key: &str, id: &str, state: &str) -> Value {
+        eventually(
+            pipeline::WAIT,
+            &format!("event {id} to become {state}"),
+            async || {
+                let reply = Reply::of(self.get_as(&format!("/v1/events/{id}"), key).await).await;
+                let event = &reply.body["data"];
+                (event["notification"]["state"] == state)
+                    .then(|| event.clone())
+                    .ok_or(reply.body)
+            },
+        )
+        .await
     }
 
     /// GETs `path` without a key.

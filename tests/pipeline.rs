@@ -7,8 +7,8 @@ use common::queue::{RetryPolicy, amqp::AmqpConfig};
 use serde_json::{Value, json};
 
 use crate::{
-    Embedded, Reply, StoreKind, TestApp, TestConfig, amqp_url, eventually,
-    recording::RecordingProvider, test_notifier_config,
+    Embedded, Reply, StoreKind, TestApp, TestConfig, amqp_url, recording::RecordingProvider,
+    test_notifier_config,
 };
 
 /// How long a test waits for the pipeline to settle an event.
@@ -122,15 +122,7 @@ impl Pipeline {
 
     /// Waits until the event's notification reaches `state`.
     pub async fn settled(&self, id: &str, state: &str) -> Value {
-        eventually(WAIT, &format!("event {id} to become {state}"), async || {
-            let reply = self.lookup(id).await;
-            assert_eq!(reply.status, 200, "{}", reply.body);
-            let event = &reply.body["data"];
-            (event["notification"]["state"] == state)
-                .then(|| event.clone())
-                .ok_or(reply.body)
-        })
-        .await
+        self.app.settled(&self.key, id, state).await
     }
 
     pub async fn finish(mut self) {

@@ -21,7 +21,7 @@ use aes_gcm::{Aes128Gcm, KeyInit as _, aead::Aead as _};
 use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
 use hkdf::Hkdf;
 use http_body_util::{BodyExt as _, Full};
-use hyper::{Request, Response, body::Bytes, service::service_fn};
+use hyper::{Request, Response, body::Bytes};
 use p256::{
     PublicKey, SecretKey,
     ecdsa::{Signature, VerifyingKey, signature::Verifier as _},
@@ -32,6 +32,8 @@ use p256::{
 };
 use serde_json::{Value, json};
 use sha2::Sha256;
+
+use crate::loopback::{b64, split_jwt};
 
 /// A browser's side of one subscription.
 struct Browser {
@@ -70,27 +72,13 @@ pub struct PushService {
 
 impl PushService {
     pub async fn start() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("binds");
-        let addr = listener.local_addr().expect("addr");
         let state = Arc::new(Mutex::new(State::default()));
-        let shared = Arc::clone(&state);
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                shared.lock().expect("lock").connections += 1;
-                let state = Arc::clone(&shared);
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| {
-                        let state = Arc::clone(&state);
-                        async move { Ok::<_, std::convert::Infallible>(handle(&state, addr, req).await) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let addr = crate::loopback::serve(
+            Arc::clone(&state),
+            |state| state.lock().expect("lock").connections += 1,
+            |state, addr, req| async move { handle(&state, addr, req).await },
+        )
+        .await;
         Self { addr, state }
     }
 
@@ -262,23 +250,13 @@ fn verify_vapid(header: Option<&str>, key: &str, audience: &str) -> Result<(), S
     if k != key {
         return Err("k= is not the key ingest serves".into());
     }
-    let b64 = |s: &str| {
-        URL_SAFE_NO_PAD
-            .decode(s)
-            .map_err(|_| format!("bad base64url {s:?}"))
-    };
-    let (signed, signature) = token.rsplit_once('.').ok_or("not a JWT")?;
-    let (header_b64, claims_b64) = signed.split_once('.').ok_or("not a JWT")?;
-    let jwt_header: Value = serde_json::from_slice(&b64(header_b64)?).map_err(|e| e.to_string())?;
-    if jwt_header["alg"] != "ES256" {
-        return Err(format!("alg {}", jwt_header["alg"]));
-    }
+    let jwt = split_jwt(token, "ES256")?;
     let verifying = VerifyingKey::from_sec1_bytes(&b64(k)?).map_err(|e| e.to_string())?;
-    let signature = Signature::from_slice(&b64(signature)?).map_err(|e| e.to_string())?;
+    let signature = Signature::from_slice(&jwt.signature).map_err(|e| e.to_string())?;
     verifying
-        .verify(signed.as_bytes(), &signature)
+        .verify(jwt.signed.as_bytes(), &signature)
         .map_err(|_| "the JWT's signature does not verify".to_owned())?;
-    let claims: Value = serde_json::from_slice(&b64(claims_b64)?).map_err(|e| e.to_string())?;
+    let claims = jwt.claims;
     if claims["aud"] != audience {
         return Err(format!("aud {} is not {audience}", claims["aud"]));
     }

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::store::Scope;
+use crate::store::{Event, Priority, Scope};
 
 /// A unit of work on the job queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +36,11 @@ pub struct NotifyJob {
     /// the queue), as opposed to a push failing. Bounds a poison job.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub failures: u32,
+    /// The event's priority. A field added to `notify.v1`, not a new
+    /// version: jobs published before it decode as `normal`, and a consumer
+    /// that predates it ignores it (unknown fields are allowed).
+    #[serde(default)]
+    pub priority: Priority,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -51,7 +56,16 @@ impl Job {
             attempt: 0,
             devices: None,
             failures: 0,
+            priority: Priority::Normal,
         })
+    }
+
+    /// The first job of a stored event: its id, scope, request and priority.
+    pub fn for_event(event: &Event) -> Self {
+        let mut job = Self::notify(event.id, event.scope.clone(), event.request_id.clone());
+        let Self::NotifyV1(notify) = &mut job;
+        notify.priority = event.priority;
+        job
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
@@ -74,6 +88,30 @@ mod tests {
         assert_eq!(json["type"], "notify.v1");
         assert_eq!(json["eventId"], Uuid::nil().to_string());
         assert_eq!(Job::from_bytes(&job.to_bytes()).expect("parses"), job);
+    }
+
+    #[test]
+    fn the_priority_travels_and_jobs_from_before_it_decode_as_normal() {
+        let mut job = Job::notify(Uuid::nil(), Scope::new("o", "p"), None);
+        let Job::NotifyV1(notify) = &mut job;
+        notify.priority = Priority::High;
+        let json: serde_json::Value = serde_json::from_slice(&job.to_bytes()).expect("JSON");
+        assert_eq!(json["priority"], "high");
+        assert_eq!(Job::from_bytes(&job.to_bytes()).expect("parses"), job);
+
+        let old = format!(
+            r#"{{"type":"notify.v1","eventId":"{}","scope":{{"org":"o","project":"p"}},"requestId":null,"attempt":2}}"#,
+            Uuid::nil()
+        );
+        let Job::NotifyV1(old) = Job::from_bytes(old.as_bytes()).expect("an old job decodes");
+        assert_eq!(old.priority, Priority::Normal);
+        assert_eq!(old.attempt, 2);
+
+        let unknown = format!(
+            r#"{{"type":"notify.v1","eventId":"{}","scope":{{"org":"o","project":"p"}},"priority":"urgent"}}"#,
+            Uuid::nil()
+        );
+        assert!(Job::from_bytes(unknown.as_bytes()).is_err(), "{unknown}");
     }
 
     #[test]

@@ -73,7 +73,16 @@ fn sources(file: Option<&std::path::Path>) -> Sources<'_> {
 impl Config {
     /// Loads and checks the settings; the error names the offending setting.
     pub fn load(file: Option<&std::path::Path>) -> Result<Self, ConfigError> {
-        let config: Self = load(&sources(file))?;
+        let mut config: Self = load(&sources(file))?;
+        // `INGEST_VAPID_PUBLIC_KEY=` (a blank line in a compose `.env`)
+        // means "not set": the route answers 404 rather than an empty key.
+        if config
+            .vapid_public_key
+            .as_deref()
+            .is_some_and(|k| k.trim().is_empty())
+        {
+            config.vapid_public_key = None;
+        }
         config.validate()?;
         Ok(config)
     }

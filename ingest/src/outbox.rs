@@ -91,7 +91,7 @@ impl Outbox {
 
     /// Like [`Outbox::dispatch`]; `None` when the job was not published.
     async fn try_dispatch(&self, event: &Event) -> Option<NotificationState> {
-        let job = Job::notify(event.id, event.scope.clone(), event.request_id.clone());
+        let job = Job::for_event(event);
         let published = self.queue.publish(&job).await;
         self.metrics.published(published.is_ok());
         if let Err(e) = published {

@@ -1,29 +1,25 @@
 //! The notifier's settings: `config.default.toml` (compiled in, and the
 //! reference for every setting), an optional operator file, then environment
-//! variables.
+//! variables. The push providers they select are built in [`providers`].
+
+mod providers;
 
 use std::{
     net::SocketAddr,
     num::{NonZeroU16, NonZeroU64, NonZeroUsize},
     path::PathBuf,
-    sync::Arc,
     time::Duration,
 };
 
 use common::{
     config::{Backend, ConfigError, Secret, ServiceSettings, Sources, load, service_defaults},
-    endpoint::{AllowedOrigins, EndpointPolicy},
+    endpoint::AllowedOrigins,
     queue::{ConsumeSettings, RetryPolicy},
     telemetry::LogFormat,
 };
 use serde::Deserialize;
 
-use crate::push::{
-    PushProvider, Router,
-    apns::{ApnsConfig, ApnsProvider},
-    logging::LoggingProvider,
-    webpush::{WebPushProvider, client::GuardedClient, vapid::VapidKey},
-};
+use crate::push::webpush::vapid::VapidKey;
 
 const DEFAULTS: &str = include_str!("../config.default.toml");
 
@@ -56,6 +52,12 @@ pub struct Config {
     pub webpush_allowed_endpoints: String,
     /// How long a push service has to answer one Web Push request.
     pub webpush_timeout_ms: NonZeroU64,
+    /// Path to the Firebase service account's JSON key file.
+    pub fcm_service_account: Option<PathBuf>,
+    /// Where FCM's HTTP v1 API is (Google's by default).
+    pub fcm_base_url: String,
+    /// How long FCM (or its token endpoint) has to answer one request.
+    pub fcm_timeout_ms: NonZeroU64,
     pub log_format: LogFormat,
 }
 
@@ -95,12 +97,10 @@ impl Config {
                 *value = None;
             }
         }
-        if self
-            .apns_key_path
-            .as_ref()
-            .is_some_and(|p| p.as_os_str().is_empty())
-        {
-            self.apns_key_path = None;
+        for path in [&mut self.apns_key_path, &mut self.fcm_service_account] {
+            if path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+                *path = None;
+            }
         }
     }
 
@@ -141,6 +141,7 @@ impl Config {
         self.apns()?;
         self.vapid()?;
         self.webpush_allowed()?;
+        self.fcm()?;
         Ok(())
     }
 
@@ -247,61 +248,6 @@ impl Config {
             }
         }
     }
-
-    /// One provider per device kind ([`Router`]): APNs and Web Push when
-    /// configured, otherwise the logging provider (and a warning saying so);
-    /// FCM is logged until its provider exists.
-    pub fn push_provider(&self) -> anyhow::Result<Arc<dyn PushProvider>> {
-        Ok(Arc::new(Router {
-            apns: self.apns_provider()?,
-            webpush: self.webpush_provider()?,
-            fcm: Arc::new(LoggingProvider),
-        }))
-    }
-
-    fn webpush_provider(&self) -> anyhow::Result<Arc<dyn PushProvider>> {
-        let Some(key) = self.vapid()? else {
-            tracing::warn!(
-                "no VAPID key (NOTIFIER_VAPID_PRIVATE_KEY, NOTIFIER_VAPID_SUBJECT): \
-                 Web Push messages are logged, not sent"
-            );
-            return Ok(Arc::new(LoggingProvider));
-        };
-        tracing::info!(publicKey = %key.public_key(), "Web Push messages are sent, signed with this VAPID key");
-        let client = GuardedClient::new(
-            EndpointPolicy::new(self.webpush_allowed()?),
-            Duration::from_millis(self.webpush_timeout_ms.get()),
-        )?;
-        Ok(Arc::new(WebPushProvider::new(key, client)))
-    }
-
-    fn apns_provider(&self) -> anyhow::Result<Arc<dyn PushProvider>> {
-        match self.apns()? {
-            Some((path, key_id, team_id, topic)) => {
-                let key_pem = std::fs::read_to_string(&path).map_err(|e| {
-                    ConfigError::invalid(
-                        "APNS_KEY_PATH",
-                        format!("cannot read {}: {e}", path.display()),
-                    )
-                })?;
-                let provider = ApnsProvider::new(ApnsConfig {
-                    key_pem,
-                    key_id,
-                    team_id,
-                    topic,
-                })?;
-                tracing::info!("pushes go to APNs");
-                Ok(Arc::new(provider))
-            }
-            None => {
-                tracing::warn!(
-                    "no APNs credentials (APNS_KEY_PATH, APNS_KEY_ID, APNS_TEAM_ID, APNS_TOPIC): \
-                     pushes are logged, not sent"
-                );
-                Ok(Arc::new(LoggingProvider))
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -340,6 +286,27 @@ mod tests {
                 "{err}"
             );
             assert!(!err.to_string().contains("bm90IGEga2V5"), "{err}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn an_fcm_key_file_is_read_at_load_and_a_blank_path_is_unset() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("NOTIFIER_FCM_SERVICE_ACCOUNT", "");
+            let config = Config::load(None).expect("blank loads");
+            assert_eq!(config.fcm_provider().expect("a provider").name(), "log");
+            jail.create_file("fcm.json", r#"{"project_id": "p"}"#)?;
+            jail.set_env("NOTIFIER_FCM_SERVICE_ACCOUNT", "fcm.json");
+            let err = Config::load(None).expect_err("not a key file");
+            assert!(
+                err.to_string().contains("NOTIFIER_FCM_SERVICE_ACCOUNT"),
+                "{err}"
+            );
+            jail.set_env("NOTIFIER_FCM_SERVICE_ACCOUNT", "");
+            jail.set_env("NOTIFIER_FCM_BASE_URL", "fcm.googleapis.com");
+            let err = Config::load(None).expect_err("not a URL");
+            assert!(err.to_string().contains("NOTIFIER_FCM_BASE_URL"), "{err}");
             Ok(())
         });
     }
@@ -392,6 +359,8 @@ mod tests {
             "AMQP_URL",
             "MONGODB_URI",
             "APNS_TOPIC",
+            "NOTIFIER_FCM_SERVICE_ACCOUNT",
+            "NOTIFIER_FCM_BASE_URL",
         ] {
             assert!(vars.iter().any(|v| v == var), "{var} in {vars:?}");
         }

@@ -90,6 +90,7 @@ async fn process(deliverer: &Deliverer, received: Received) {
         requestId = job.request_id.as_deref().unwrap_or("-"),
         eventId = %job.event_id,
         attempt = job.attempt,
+        priority = job.priority.as_str(),
         redelivered,
     );
     async {

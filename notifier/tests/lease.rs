@@ -121,6 +121,7 @@ async fn world(script: Vec<Answer>) -> World {
         user_id: None,
         notify: true,
         source: None,
+        priority: Default::default(),
         created_at: clock.now(),
         notification: NotificationState::Queued,
         request_id: None,

@@ -17,6 +17,7 @@ async fn an_event_with_every_field_is_stored_and_returned(kind: StoreKind) {
         "userId": "user-7",
         "notify": false,
         "source": "billing-service",
+        "priority": "high",
     });
     let reply = Reply::of(app.post_event(&key, &body).await).await;
     assert_eq!(reply.status, 201, "{}", reply.body);
@@ -34,6 +35,7 @@ async fn an_event_with_every_field_is_stored_and_returned(kind: StoreKind) {
         "userId",
         "notify",
         "source",
+        "priority",
     ] {
         assert_eq!(data[field], body[field], "field {field} differs: {data}");
     }
@@ -56,6 +58,13 @@ async fn an_event_with_every_field_is_stored_and_returned(kind: StoreKind) {
         .expect("store answers")
         .expect("event stored");
     assert_eq!(stored.title, "Payment failed");
+    assert_eq!(stored.priority, common::store::Priority::High);
+    let looked_up = Reply::of(app.get_as(&format!("/v1/events/{id}"), &key).await).await;
+    assert_eq!(
+        looked_up.body["data"]["priority"], "high",
+        "{}",
+        looked_up.body
+    );
     assert_eq!(stored.metadata.get("orderId"), Some(&json!(42)));
     assert_eq!(
         stored.metadata.get("nested"),
@@ -78,6 +87,7 @@ async fn optional_fields_get_their_defaults(kind: StoreKind) {
     assert_eq!(reply.status, 201, "{}", reply.body);
     let data = &reply.body["data"];
     assert_eq!(data["notify"], json!(true), "notify defaults to true");
+    assert_eq!(data["priority"], "normal", "priority defaults to normal");
     assert_eq!(data["tags"], json!([]));
     assert_eq!(data["metadata"], json!({}));
     for field in ["description", "icon", "userId", "source"] {

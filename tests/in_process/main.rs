@@ -14,6 +14,7 @@ mod delivery_batches;
 mod devices;
 mod errors;
 mod events;
+mod fcm;
 mod idempotency;
 mod identify;
 mod layout;

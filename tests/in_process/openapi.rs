@@ -145,6 +145,31 @@ async fn the_published_schemas_state_the_rules_the_service_enforces() {
         );
     }
 
+    // The priority: a documented enum with an example, enforced as stated.
+    assert_eq!(
+        doc.pointer("/components/schemas/EventPriority/enum"),
+        Some(&json!(["low", "normal", "high"])),
+    );
+    assert_eq!(
+        doc.pointer("/components/schemas/EventIn/properties/priority/examples"),
+        Some(&json!(["high"])),
+    );
+    assert!(
+        doc.pointer("/components/schemas/EventOut/required")
+            .and_then(Value::as_array)
+            .is_some_and(|r| r.contains(&json!("priority"))),
+        "every event shows its priority"
+    );
+    for priority in [json!("low"), json!("high"), json!("urgent"), json!(1)] {
+        let body = json!({ "channelName": "c", "title": "t", "priority": priority });
+        let served = app.post_event(&key, &body).await.status();
+        assert_eq!(
+            event_in.is_valid(&body),
+            served == 201,
+            "priority {priority}: the service answered {served}"
+        );
+    }
+
     let device_in = client_validator(&doc, json!({ "$ref": "#/components/schemas/DeviceIn" }));
     for token in [
         "ab".repeat(16),

@@ -35,6 +35,21 @@ async fn a_missing_channel_name_is_reported_at_its_path(kind: StoreKind) {
     );
 }
 
+async fn an_unknown_or_mistyped_priority_is_refused_at_its_path(kind: StoreKind) {
+    let app = TestApp::spawn(kind).await;
+    let (key, scope) = app.new_key().await;
+    for priority in [json!("urgent"), json!("HIGH"), json!(2), json!(null)] {
+        let body = json!({ "channelName": "c", "title": "t", "priority": priority });
+        let reply = rejected(&app, &key, &scope, body).await;
+        let paths = reply.fault_paths();
+        assert!(
+            !paths.is_empty() && paths.iter().all(|p| *p == path(&["priority"])),
+            "{priority}: {}",
+            reply.body
+        );
+    }
+}
+
 async fn every_fault_is_listed_and_nothing_is_coerced(kind: StoreKind) {
     let app = TestApp::spawn(kind).await;
     let (key, scope) = app.new_key().await;
@@ -329,6 +344,7 @@ async fn any_object_key_round_trips_nul_included(kind: StoreKind) {
 for_each_store!(
     any_object_key_round_trips_nul_included,
     a_missing_channel_name_is_reported_at_its_path,
+    an_unknown_or_mistyped_priority_is_refused_at_its_path,
     every_fault_is_listed_and_nothing_is_coerced,
     icons_must_be_exactly_one_emoji,
     user_id_may_be_a_string_or_null,

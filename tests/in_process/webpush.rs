@@ -2,18 +2,17 @@
 //! (tests/push_service.rs) that verifies each message's VAPID signature and
 //! decrypts it with the subscription's own keys; registration and send-time
 //! endpoint refusals; FCM devices stored and listed; the provider of each
-//! delivery.
+//! delivery; an event's priority as the push services see it.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use common::store::{DeviceRegistration, PushTarget, WebPushSubscription};
+use notifier::push::{Priority, PushProvider};
 use serde_json::{Value, json};
 use tocsin_tests::{
-    Embedded, Reply, StoreKind, TestApp, TestConfig, eventually, for_each_store, path,
-    push_service::PushService, test_notifier_config,
+    Embedded, Reply, StoreKind, TestApp, TestConfig, for_each_store, path,
+    push_service::PushService, recording::RecordingProvider, test_notifier_config,
 };
-
-const WAIT: Duration = Duration::from_secs(20);
 
 /// Ingest in embedded mode with a VAPID key and the push service's origin
 /// allowed; the push service expects the key ingest serves.
@@ -22,20 +21,29 @@ async fn app_with(
     service: &PushService,
     tune: impl FnOnce(&mut notifier::Config),
 ) -> TestApp {
+    spawn(kind, service, tune, None).await
+}
+
+/// As [`app_with`], with `apns` in place of the APNs provider.
+async fn spawn(
+    kind: StoreKind,
+    service: &PushService,
+    tune: impl FnOnce(&mut notifier::Config),
+    apns: Option<Arc<dyn PushProvider>>,
+) -> TestApp {
     let (private, _) = notifier::push::webpush::vapid::VapidKey::generate();
     let mut notifier = test_notifier_config();
     notifier.vapid_private_key = Some(common::config::Secret::new(private));
     notifier.vapid_subject = Some("mailto:ops@example.com".into());
     notifier.webpush_allowed_endpoints = service.origin();
     tune(&mut notifier);
-    let app = TestApp::spawn_with_options(
-        TestConfig::new(kind),
-        Embedded {
-            provider: None,
-            notifier,
-        },
-    )
-    .await;
+    let provider = apns.map(|apns| {
+        let mut router = notifier.router().expect("the configured providers");
+        router.apns = apns;
+        Arc::new(router) as Arc<dyn PushProvider>
+    });
+    let app =
+        TestApp::spawn_with_options(TestConfig::new(kind), Embedded { provider, notifier }).await;
     let key = Reply::of(app.get("/v1/webpush/key").await).await;
     assert_eq!(key.status, 200, "{}", key.body);
     service.expect_key(key.body["data"]["publicKey"].as_str().expect("a key"));
@@ -47,28 +55,21 @@ async fn register(app: &TestApp, key: &str, subscription: &Value) -> Reply {
     Reply::of(app.post("/v1/devices", key, &body).await).await
 }
 
-async fn event(app: &TestApp, key: &str) -> String {
+/// An event on `payments` at `priority`; returns its id.
+async fn event_at(app: &TestApp, key: &str, priority: &str) -> String {
     let body = json!({
         "channelName": "payments",
         "title": "Payment failed",
         "description": "Card declined",
         "icon": "💸",
         "notify": true,
+        "priority": priority,
     });
-    let reply = Reply::of(app.post_event(key, &body).await).await;
-    assert_eq!(reply.status, 201, "{}", reply.body);
-    reply.body["data"]["id"].as_str().expect("id").to_owned()
+    app.record_event(key, &body).await
 }
 
-async fn settled(app: &TestApp, key: &str, id: &str, state: &str) -> Value {
-    eventually(WAIT, &format!("event {id} to become {state}"), async || {
-        let reply = Reply::of(app.get_as(&format!("/v1/events/{id}"), key).await).await;
-        let event = &reply.body["data"];
-        (event["notification"]["state"] == state)
-            .then(|| event.clone())
-            .ok_or(reply.body)
-    })
-    .await
+async fn event(app: &TestApp, key: &str) -> String {
+    event_at(app, key, "normal").await
 }
 
 async fn a_subscription_gets_the_event_once_signed_and_encrypted(kind: StoreKind) {
@@ -103,7 +104,7 @@ async fn a_subscription_gets_the_event_once_signed_and_encrypted(kind: StoreKind
     assert_eq!(listed.body["data"]["devices"][0]["kind"], "webpush");
 
     let id = event(&app, &key).await;
-    let event = settled(&app, &key, &id, "delivered").await;
+    let event = app.settled(&key, &id, "delivered").await;
     let delivery = &event["notification"]["deliveries"][0];
     assert_eq!(delivery["provider"], "webpush", "{event}");
     assert_eq!(delivery["state"], "delivered");
@@ -139,7 +140,7 @@ async fn gone_subscriptions_are_deactivated_and_413_is_rejected(kind: StoreKind)
         endpoints.push(endpoint);
     }
     let id = event(&app, &key).await;
-    settled(&app, &key, &id, "failed").await;
+    app.settled(&key, &id, "failed").await;
     let devices = Reply::of(app.get_as("/v1/devices", &key).await).await;
     let active: Vec<(String, bool)> = devices.body["data"]["devices"]
         .as_array()
@@ -179,7 +180,7 @@ async fn a_429_is_retried_no_sooner_than_retry_after(kind: StoreKind) {
     service.script(&endpoint, vec![(429, Some(2))]);
     assert_eq!(register(&app, &key, &subscription).await.status, 201);
     let id = event(&app, &key).await;
-    settled(&app, &key, &id, "delivered").await;
+    app.settled(&key, &id, "delivered").await;
     let requests = service.requests(&endpoint);
     assert_eq!(requests.len(), 2, "{requests:?}");
     let gap = requests[1] - requests[0];
@@ -271,7 +272,7 @@ async fn endpoints_are_checked_again_at_send(kind: StoreKind) {
             .expect("stored");
     }
     let id = event(&app, &key).await;
-    let event = settled(&app, &key, &id, "failed").await;
+    let event = app.settled(&key, &id, "failed").await;
     for delivery in event["notification"]["deliveries"]
         .as_array()
         .expect("deliveries")
@@ -315,13 +316,71 @@ async fn fcm_devices_are_stored_listed_and_logged(kind: StoreKind) {
     // Without FCM or APNs credentials, their pushes are logged: the
     // deliveries say so.
     let id = event(&app, &key).await;
-    let event = settled(&app, &key, &id, "delivered").await;
+    let event = app.settled(&key, &id, "delivered").await;
     for delivery in event["notification"]["deliveries"]
         .as_array()
         .expect("deliveries")
     {
         assert_eq!(delivery["provider"], "log", "{event}");
     }
+    app.stop().await;
+}
+
+/// A `high` event reaches the browser with `Urgency: high`, and the iPhone
+/// with an APNs payload that is time-sensitive and plays a sound; a `low`
+/// one with `Urgency: low` and a passive, silent payload. APNs' payload is
+/// what the provider renders for the push the worker handed it (a2 cannot
+/// be pointed at a local server).
+async fn the_priority_reaches_web_push_and_apns(kind: StoreKind) {
+    let service = PushService::start().await;
+    let apns = Arc::new(RecordingProvider::default());
+    let app = spawn(
+        kind,
+        &service,
+        |_| {},
+        Some(Arc::clone(&apns) as Arc<dyn PushProvider>),
+    )
+    .await;
+    let (key, _) = app.new_key().await;
+    let subscription = service.subscribe();
+    let endpoint = subscription["endpoint"]
+        .as_str()
+        .expect("endpoint")
+        .to_owned();
+    assert_eq!(register(&app, &key, &subscription).await.status, 201);
+    let iphone = "ab".repeat(32);
+    let device = json!({ "token": iphone, "environment": "sandbox" });
+    assert_eq!(app.post("/v1/devices", &key, &device).await.status(), 201);
+
+    for (priority, urgency, level, sound) in [
+        ("high", "high", "time-sensitive", Some("default")),
+        ("low", "low", "passive", None),
+    ] {
+        let id = event_at(&app, &key, priority).await;
+        let event = app.settled(&key, &id, "delivered").await;
+        assert_eq!(event["priority"], priority, "{event}");
+        let received = service.received(&endpoint);
+        let message = received
+            .iter()
+            .find(|m| m.payload["eventId"] == id.as_str())
+            .expect("the browser got the event");
+        assert_eq!(message.urgency.as_deref(), Some(urgency));
+
+        let pushes = apns.delivered_to(&iphone);
+        let push = pushes
+            .iter()
+            .find(|p| p.alert.event_id.to_string() == id)
+            .expect("the iPhone's push");
+        assert_eq!(push.alert.priority, Priority::parse(priority).expect("p"));
+        let (payload, apns_priority) =
+            notifier::push::apns::render(&push.alert, "com.example.tocsin").expect("renders");
+        assert_eq!(payload["aps"]["interruption-level"], level, "{payload}");
+        assert_eq!(payload["aps"]["sound"].as_str(), sound, "{payload}");
+        assert_eq!(payload["aps"]["alert"]["title"], "💸 Payment failed");
+        let expected = if priority == "low" { "5" } else { "10" };
+        assert_eq!(apns_priority, expected);
+    }
+    assert!(service.faults().is_empty(), "{:?}", service.faults());
     app.stop().await;
 }
 
@@ -339,5 +398,6 @@ for_each_store!(
     unsafe_endpoints_are_refused_at_registration,
     endpoints_are_checked_again_at_send,
     fcm_devices_are_stored_listed_and_logged,
+    the_priority_reaches_web_push_and_apns,
     the_webpush_key_is_404_when_not_configured,
 );

@@ -234,6 +234,64 @@ fn apns_settings_reach_the_notifiers_only_when_the_env_file_sets_them() {
     );
 }
 
+/// Web Push and FCM are optional, as APNs is: passed only when the env
+/// file sets them, and then to the service that reads each.
+#[test]
+fn web_push_and_fcm_settings_reach_their_services_only_when_set() {
+    let notifier_vars = [
+        "NOTIFIER_VAPID_PRIVATE_KEY",
+        "NOTIFIER_VAPID_SUBJECT",
+        "NOTIFIER_FCM_SERVICE_ACCOUNT",
+    ];
+    for (described, env_file) in shipped_env_files() {
+        let stack = Stack::resolve(described, &env_file);
+        let (notifier, ingest) = (stack.environment("notifier"), stack.environment("ingest"));
+        for variable in notifier_vars {
+            assert_eq!(
+                notifier.get(variable).cloned().flatten(),
+                None,
+                "{variable} ({described})"
+            );
+        }
+        assert_eq!(
+            ingest.get("INGEST_VAPID_PUBLIC_KEY").cloned().flatten(),
+            None,
+            "{described}"
+        );
+    }
+    let configured = format!(
+        "{}\nNOTIFIER_VAPID_PRIVATE_KEY=priv\nNOTIFIER_VAPID_SUBJECT=mailto:ops@example.com\n\
+         INGEST_VAPID_PUBLIC_KEY=pub\n\
+         NOTIFIER_FCM_SERVICE_ACCOUNT=/run/secrets/tocsin/firebase.json\n",
+        example_env()
+    );
+    let stack = Stack::resolve("the Web Push and FCM settings filled in", &configured);
+    let notifier = stack.environment("notifier");
+    for (variable, expected) in notifier_vars.into_iter().zip([
+        "priv",
+        "mailto:ops@example.com",
+        "/run/secrets/tocsin/firebase.json",
+    ]) {
+        assert_eq!(
+            notifier.get(variable),
+            Some(&Some(expected.to_owned())),
+            "{variable} from the env file must reach the notifier"
+        );
+    }
+    assert_eq!(
+        stack.environment("ingest").get("INGEST_VAPID_PUBLIC_KEY"),
+        Some(&Some("pub".to_owned())),
+        "ingest serves the public key"
+    );
+    let example = example_env();
+    for variable in notifier_vars.into_iter().chain(["INGEST_VAPID_PUBLIC_KEY"]) {
+        assert!(
+            example.contains(&format!("# {variable}=")),
+            ".env.example documents {variable}"
+        );
+    }
+}
+
 #[test]
 fn the_stack_has_the_shape_it_relies_on() {
     let stack = Stack::resolve("deploy/.env.example", &example_env());

@@ -36,6 +36,7 @@ export function offlineEvent(params: EventCreateParams, now: Date = new Date()):
     userId: params.userId ?? null,
     notify: params.notify ?? true,
     source: params.source ?? null,
+    priority: params.priority ?? "normal",
     createdAt: now.toISOString(),
     notification: { state: "skipped" },
   };

@@ -64,6 +64,7 @@ export type {
   DeviceKind,
   ErrorEnvelope,
   EventCreateParams,
+  EventPriority,
   EventList,
   EventListParams,
   EventStats,

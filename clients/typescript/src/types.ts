@@ -76,6 +76,13 @@ export interface TocsinEvent extends WithJsonObjects<Schemas["EventOut"], "metad
 /** Where an event's push notification stands (schema `NotificationStateOut`). */
 export type NotificationState = Schemas["NotificationStateOut"];
 
+/**
+ * How insistently an event's push alerts (schema `EventPriority`):
+ * `"low"` (quiet, no sound), `"normal"` (the default) or `"high"` (sound,
+ * breaks through Focus where allowed).
+ */
+export type EventPriority = Schemas["EventPriority"];
+
 type DeliveryOutSchema = Schemas["DeliveryOut"];
 
 /** The push of an event to one device (schema `DeliveryOut`). */

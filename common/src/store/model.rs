@@ -37,6 +37,8 @@ pub struct Event {
     pub user_id: Option<String>,
     pub notify: bool,
     pub source: Option<String>,
+    /// How insistently its push alerts (sound, interruption level, urgency).
+    pub priority: Priority,
     pub created_at: DateTime<Utc>,
     /// Where the event's push notification stands (the outbox state).
     pub notification: NotificationState,
@@ -171,6 +173,46 @@ impl NotificationState {
 
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|state| state.as_str() == s)
+    }
+}
+
+/// How insistently an event's push should alert: each provider maps it to
+/// its own terms (APNs interruption level and sound, Web Push `Urgency`,
+/// FCM Android priority). Events stored before priorities were are
+/// `normal`, as are jobs published before them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    /// Shown quietly: no sound, no interruption.
+    Low,
+    /// Shown with the default sound.
+    #[default]
+    Normal,
+    /// Shown with sound, breaking through Focus where the platform allows.
+    High,
+}
+
+impl Priority {
+    pub const ALL: [Self; 3] = [Self::Low, Self::Normal, Self::High];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Low => "low",
+            Self::Normal => "normal",
+            Self::High => "high",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+
+    /// A stored priority; none stored (an event from before priorities
+    /// were) is `normal`.
+    pub fn from_stored(s: Option<&str>) -> anyhow::Result<Self> {
+        s.map_or(Ok(Self::Normal), |s| {
+            Self::parse(s).ok_or_else(|| anyhow::anyhow!("unknown priority {s:?}"))
+        })
     }
 }
 

@@ -4,10 +4,10 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
-use common::store::{Delivery, DeliveryState, Event, EventFilter, Inserted, NotificationState};
+use common::store::{Delivery, Event, EventFilter, Inserted, NotificationState};
 use poem::{Request, web::Data};
 use poem_openapi::{
-    ApiResponse, Enum, Object, OpenApi,
+    ApiResponse, Object, OpenApi,
     param::{Path, Query},
     payload::Json,
     types::Example,
@@ -15,6 +15,8 @@ use poem_openapi::{
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::notification::NotificationOut;
+use super::priority::EventPriority;
 use super::{
     ApiTags, Success,
     listing::{self, ListEventsResponse},
@@ -59,6 +61,8 @@ pub struct EventIn {
     /// Where the event comes from (a service, a script).
     #[oai(validator(min_length = 1, max_length = 100))]
     pub source: Option<String>,
+    /// How insistently the push alerts; default `normal`.
+    pub priority: Option<EventPriority>,
 }
 
 /// The sample body the docs show and their "Test Request" sends: every
@@ -78,6 +82,7 @@ impl Example for EventIn {
             user_id: Some(Nullable(Some("user_7".into()))),
             notify: Some(true),
             source: Some("billing".into()),
+            priority: Some(EventPriority::High),
         }
     }
 }
@@ -97,101 +102,11 @@ pub struct EventOut {
     pub user_id: Nullable<String>,
     pub notify: bool,
     pub source: Nullable<String>,
+    pub priority: EventPriority,
     /// When the event was recorded (RFC 3339, UTC).
     pub created_at: DateTime<Utc>,
     /// Where the event's push notification stands.
     pub notification: NotificationOut,
-}
-
-/// Where an event's push notification stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
-#[oai(rename_all = "lowercase")]
-pub enum NotificationStateOut {
-    /// Stored; the job is not on the queue yet (the relay will publish it).
-    Pending,
-    /// The job is on the queue.
-    Queued,
-    /// At least one device got the push.
-    Delivered,
-    /// No device got the push.
-    Failed,
-    /// `notify` was false, or the project had no device for the channel.
-    Skipped,
-}
-
-impl From<NotificationState> for NotificationStateOut {
-    fn from(s: NotificationState) -> Self {
-        match s {
-            NotificationState::Pending => Self::Pending,
-            NotificationState::Queued => Self::Queued,
-            NotificationState::Delivered => Self::Delivered,
-            NotificationState::Failed => Self::Failed,
-            NotificationState::Skipped => Self::Skipped,
-        }
-    }
-}
-
-/// Where the push of an event to one device stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
-#[oai(rename_all = "lowercase")]
-pub enum DeliveryStateOut {
-    /// A worker has claimed it and is sending.
-    Sending,
-    /// Failed transiently; a retry is scheduled.
-    Retrying,
-    /// The push service accepted it.
-    Delivered,
-    /// Refused, or given up after the last retry.
-    Failed,
-}
-
-impl From<DeliveryState> for DeliveryStateOut {
-    fn from(s: DeliveryState) -> Self {
-        match s {
-            DeliveryState::Sending => Self::Sending,
-            DeliveryState::Retrying => Self::Retrying,
-            DeliveryState::Delivered => Self::Delivered,
-            DeliveryState::Failed => Self::Failed,
-        }
-    }
-}
-
-/// The push of an event to one device.
-#[derive(Debug, Clone, Object)]
-#[oai(rename_all = "camelCase")]
-pub struct DeliveryOut {
-    pub device_id: Uuid,
-    pub state: DeliveryStateOut,
-    /// Sends tried so far.
-    pub attempts: u32,
-    /// Why the last try failed.
-    pub error: Nullable<String>,
-    /// Who answered the last try: `apns`, `webpush`, `fcm`, or `log` (pushes
-    /// of the device's kind only logged, no credentials); null before that.
-    pub provider: Nullable<String>,
-    pub updated_at: DateTime<Utc>,
-}
-
-impl From<Delivery> for DeliveryOut {
-    fn from(d: Delivery) -> Self {
-        Self {
-            device_id: d.device_id,
-            state: d.state.into(),
-            attempts: d.attempts,
-            error: Nullable(d.error),
-            provider: Nullable(d.provider),
-            updated_at: d.updated_at,
-        }
-    }
-}
-
-/// An event's notification state and, when looked up, its deliveries.
-#[derive(Debug, Clone, Object)]
-pub struct NotificationOut {
-    pub state: NotificationStateOut,
-    /// One entry per device the push was sent to (only in `GET /v1/events/{id}`).
-    #[oai(skip_serializing_if_is_none)]
-    pub deliveries: Option<Vec<DeliveryOut>>,
 }
 
 impl EventOut {
@@ -212,6 +127,7 @@ impl EventOut {
             user_id: Nullable(e.user_id),
             notify: e.notify,
             source: Nullable(e.source),
+            priority: e.priority.into(),
             created_at: e.created_at,
             notification: NotificationOut {
                 state: e.notification.into(),
@@ -275,6 +191,7 @@ impl EventsApi {
             user_id: input.user_id.and_then(|u| u.0),
             notify,
             source: input.source,
+            priority: input.priority.map(Into::into).unwrap_or_default(),
             created_at: now,
             notification: if notify {
                 NotificationState::Pending

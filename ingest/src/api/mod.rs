@@ -9,6 +9,8 @@ pub mod events;
 pub mod health;
 pub mod identify;
 pub mod listing;
+pub mod notification;
+pub mod priority;
 pub mod stats;
 pub mod stream;
 

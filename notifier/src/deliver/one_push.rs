@@ -65,6 +65,7 @@ impl Deliverer {
                 icon: event.icon.clone(),
                 channel: event.channel_name.clone(),
                 event_id: event.id,
+                priority: event.priority,
             },
         };
         let provider = self.provider.provider_for(&push);

@@ -1,11 +1,12 @@
 //! Sending one push to one device, behind a small trait: APNs through a2
-//! ([`apns::ApnsProvider`]), Web Push ([`webpush::WebPushProvider`]), a
-//! logging provider for a kind whose credentials are not configured
-//! ([`logging::LoggingProvider`]), and recording providers in tests (a2
-//! cannot be pointed at a local server). [`Router`] picks the provider of
-//! each device's kind; an FCM provider takes its place beside the others.
+//! ([`apns::ApnsProvider`]), Web Push ([`webpush::WebPushProvider`]), FCM
+//! ([`fcm::FcmProvider`]), a logging provider for a kind whose credentials
+//! are not configured ([`logging::LoggingProvider`]), and recording
+//! providers in tests (a2 cannot be pointed at a local server). [`Router`]
+//! picks the provider of each device's kind.
 
 pub mod apns;
+pub mod fcm;
 pub mod logging;
 pub mod router;
 pub mod webpush;
@@ -15,7 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use uuid::Uuid;
 
-pub use common::store::{ApnsEnvironment, DeviceKind, PushTarget, WebPushSubscription};
+pub use common::store::{ApnsEnvironment, DeviceKind, Priority, PushTarget, WebPushSubscription};
 pub use router::Router;
 
 /// The alert shown on the device, built from the event.
@@ -28,6 +29,67 @@ pub struct Alert {
     pub icon: Option<String>,
     pub channel: String,
     pub event_id: Uuid,
+    /// How insistently it alerts; each provider maps it to its own terms.
+    pub priority: Priority,
+}
+
+impl Alert {
+    /// The title shown: the icon, a space, the title.
+    pub fn display_title(&self) -> String {
+        match self.icon.as_deref().filter(|icon| !icon.is_empty()) {
+            // `title` may carry its icon already; whichever side adds the
+            // icon, it must show once.
+            Some(icon) if !self.title.starts_with(&format!("{icon} ")) => {
+                format!("{icon} {}", self.title)
+            }
+            _ => self.title.clone(),
+        }
+    }
+}
+
+/// `render(body)` at most `max` bytes long: the body is cut (at a character
+/// boundary, ending in `…`), or dropped, until it fits. For the providers
+/// whose whole message has a byte limit (Web Push, FCM).
+pub(crate) fn fit_body(
+    body: Option<String>,
+    max: usize,
+    render: impl Fn(Option<&str>) -> Vec<u8>,
+) -> Vec<u8> {
+    let mut body = body;
+    loop {
+        let bytes = render(body.as_deref());
+        match body.as_mut() {
+            Some(text) if bytes.len() > max => {
+                // Cut by bytes, leaving room for `…` (JSON escapes may cost
+                // more: the loop cuts again).
+                let excess = bytes.len() - max + '…'.len_utf8();
+                let mut keep = text.len().saturating_sub(excess);
+                while !text.is_char_boundary(keep) {
+                    keep -= 1;
+                }
+                if keep == 0 {
+                    body = None;
+                } else {
+                    text.truncate(keep);
+                    text.push('…');
+                }
+            }
+            _ => return bytes,
+        }
+    }
+}
+
+/// The alert the providers' unit tests render: every field set.
+#[cfg(test)]
+pub(crate) fn sample_alert(body: Option<String>, priority: Priority) -> Alert {
+    Alert {
+        title: "Payment failed".into(),
+        body,
+        icon: Some("💸".into()),
+        channel: "payments".into(),
+        event_id: Uuid::nil(),
+        priority,
+    }
 }
 
 /// One push to send.
@@ -75,6 +137,23 @@ pub enum PushOutcome {
         reason: String,
         after: Option<Duration>,
     },
+}
+
+/// `Retry-After` (RFC 9110 §10.2.3): seconds, or an HTTP date; what the
+/// HTTP push services (Web Push, FCM) say when they throttle or are down.
+pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let value = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
+    (at.with_timezone(&chrono::Utc) - chrono::Utc::now())
+        .to_std()
+        .ok()
 }
 
 /// Sends pushes. Implementations must be cheap to share between tasks.

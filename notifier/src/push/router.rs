@@ -1,5 +1,5 @@
 //! One provider per device kind: the push of each device goes to the
-//! provider of its kind, so APNs, Web Push and (later) FCM sit side by side
+//! provider of its kind, so APNs, Web Push and FCM sit side by side
 //! behind the one [`PushProvider`] the deliverer holds, with the same
 //! claims, retries, dead-letter queue and metrics.
 

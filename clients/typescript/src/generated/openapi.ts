@@ -764,7 +764,8 @@ export interface components {
          *       },
          *       "userId": "user_7",
          *       "notify": true,
-         *       "source": "billing"
+         *       "source": "billing",
+         *       "priority": "high"
          *     }
          */
         EventIn: {
@@ -823,6 +824,11 @@ export interface components {
              * @example billing
              */
             source?: string;
+            /**
+             * @description How insistently the push alerts; default `normal`.
+             * @example high
+             */
+            priority?: components["schemas"]["EventPriority"] & unknown;
         };
         /**
          * EventOut
@@ -845,6 +851,7 @@ export interface components {
             userId: string | null;
             notify: boolean;
             source: string | null;
+            priority: components["schemas"]["EventPriority"];
             /**
              * Format: date-time
              * @description When the event was recorded (RFC 3339, UTC).
@@ -863,6 +870,16 @@ export interface components {
             /** @description Pass as `cursor` to get the next (older) page; null on the last page. */
             nextCursor: string | null;
         };
+        /**
+         * @description How insistently an event's push alerts: `low` is shown quietly (no
+         *     sound; APNs interruption level `passive`, Web Push `Urgency: low`, FCM
+         *     Android priority `normal` without sound); `normal` with the default
+         *     sound (APNs `active`, Web Push `normal`, FCM `normal`); `high` with
+         *     sound, breaking through Focus (APNs `time-sensitive`, Web Push `high`,
+         *     FCM `high`).
+         * @enum {string}
+         */
+        EventPriority: "low" | "normal" | "high";
         /**
          * EventStats
          * @description Events per bucket, oldest first, empty buckets included.

@@ -40,6 +40,7 @@ const event = (suffix = "") => ({
   userId: "user_7",
   notify: false,
   source: "integration-test",
+  priority: "high",
 });
 
 describe("packed client against ingest", () => {
@@ -75,6 +76,7 @@ describe("packed client against ingest", () => {
     assert.equal(res.data.userId, "user_7");
     assert.equal(res.data.notify, false);
     assert.equal(res.data.source, "integration-test");
+    assert.equal(res.data.priority, "high");
     assert.ok(!Number.isNaN(Date.parse(res.data.createdAt)), `createdAt ${res.data.createdAt}`);
     assert.match(res.requestId, UUID_RE);
     assert.equal(res.wasReplayed, false);
@@ -95,6 +97,7 @@ describe("packed client against ingest", () => {
     assert.deepEqual(res.data.tags, []);
     assert.equal(res.data.userId, null);
     assert.equal(res.data.source, null);
+    assert.equal(res.data.priority, "normal");
   });
 
   test("the same idempotency key replays the first response", async () => {
@@ -128,7 +131,7 @@ describe("packed client against ingest", () => {
     const { Tocsin, ValidationError, ApiError } = client.esm;
     const counter = countingFetch();
     const tocsin = new Tocsin(apiKey, { baseUrl: ingest.baseUrl, fetch: counter.fetch });
-    await assert.rejects(tocsin.events.create({ title: "No channel", tags: ["ok", 5] }), (error) => {
+    await assert.rejects(tocsin.events.create({ title: "No channel", tags: ["ok", 5], priority: "urgent" }), (error) => {
       assert.ok(error instanceof ValidationError);
       assert.ok(error instanceof ApiError);
       assert.equal(error.statusCode, 400);
@@ -138,6 +141,7 @@ describe("packed client against ingest", () => {
       const paths = error.details.map((detail) => JSON.stringify(detail.path));
       assert.ok(paths.includes('["channelName"]'), `details: ${paths}`);
       assert.ok(paths.includes('["tags","1"]'), `details: ${paths}`);
+      assert.ok(paths.includes('["priority"]'), `details: ${paths}`);
       for (const detail of error.details) assert.equal(typeof detail.message, "string");
       return true;
     });

@@ -55,6 +55,7 @@ export async function usage(): Promise<void> {
       userId: null,
       notify: true,
       source: "billing",
+      priority: "high",
     },
     { idempotencyKey: "order-42", timeout: 1_000, headers: { "X-Trace": "1" } },
   );

@@ -61,6 +61,7 @@ describe("disabled client", () => {
       userId: "user_7",
       notify: true,
       source: "billing",
+      priority: "high",
     });
     assertNotSent(res);
     const { id, createdAt, ...fields } = res.data;
@@ -76,6 +77,7 @@ describe("disabled client", () => {
       userId: "user_7",
       notify: true,
       source: "billing",
+      priority: "high",
       notification: { state: "skipped" },
     });
     assert.equal(network.calls, 0);
@@ -91,6 +93,7 @@ describe("disabled client", () => {
     assert.equal(data.userId, null);
     assert.equal(data.notify, true);
     assert.equal(data.source, null);
+    assert.equal(data.priority, "normal");
     const second = await tocsin.events.create({ channelName: "c", title: "t" });
     assert.notEqual(second.data.id, data.id, "each event gets its own id");
   });

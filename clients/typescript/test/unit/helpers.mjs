@@ -89,6 +89,7 @@ export const EVENT = Object.freeze({
   userId: null,
   notify: true,
   source: null,
+  priority: "normal",
   createdAt: "2025-01-01T00:00:00Z",
   notification: Object.freeze({ state: "queued" }),
 });

@@ -10,7 +10,8 @@ use uuid::Uuid;
 
 use crate::store::{
     ApiKey, ApnsEnvironment, Delivery, DeliveryState, Device, DeviceKind, Event, Identity,
-    KeyScope, NotificationState, PushTarget, Scope, StoreError, StoreResult, WebPushSubscription,
+    KeyScope, NotificationState, Priority, PushTarget, Scope, StoreError, StoreResult,
+    WebPushSubscription,
 };
 
 /// A stored document that does not read back as its record.
@@ -184,6 +185,7 @@ pub(super) fn event_to_doc(e: &Event) -> Document {
         "notification": e.notification.as_str(),
         "requestId": e.request_id.clone(),
         "notificationDueAt": e.notification_due_at.as_ref().map(date),
+        "priority": e.priority.as_str(),
     }
 }
 
@@ -210,10 +212,8 @@ pub(super) fn event_from_doc(d: &Document) -> StoreResult<Event> {
             notification: NotificationState::parse(d.get_str("notification")?)
                 .ok_or_else(|| anyhow::anyhow!("unknown notification state"))?,
             request_id: opt_str(d, "requestId"),
-            notification_due_at: d
-                .get_datetime("notificationDueAt")
-                .ok()
-                .map(|t| t.to_chrono()),
+            notification_due_at: opt_date(d, "notificationDueAt"),
+            priority: Priority::from_stored(d.get_str("priority").ok())?,
         })
     };
     parse().map_err(|e| corrupt("event", e))

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::store::{
     ApiKey, ApnsEnvironment, Delivery, DeliveryState, Device, DeviceKind, Event, KeyScope,
-    NotificationState, PushTarget, Scope, WebPushSubscription,
+    NotificationState, Priority, PushTarget, Scope, WebPushSubscription,
 };
 
 /// States as one JSON array parameter, matched with
@@ -93,7 +93,7 @@ pub(super) fn key_from_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
 
 pub(super) const EVENT_COLUMNS: &str = "id, org, project, channel_name, title, description, icon, \
      tags, metadata, user_id, notify, source, created_at, notification_state, request_id, \
-     notification_due_ms";
+     notification_due_ms, priority";
 
 pub(super) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
     Ok(Event {
@@ -112,6 +112,7 @@ pub(super) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
         notification: parse_enum(&r.get::<_, String>(13)?, NotificationState::parse)?,
         request_id: r.get(14)?,
         notification_due_at: r.get::<_, Option<i64>>(15)?.map(from_ms).transpose()?,
+        priority: parse_enum(&r.get::<_, String>(16)?, Priority::parse)?,
     })
 }
 

@@ -22,7 +22,7 @@ pub(super) async fn insert(store: &SqliteStore, event: &Event) -> StoreResult<In
             let inserted = tx
                 .prepare_cached(&format!(
                     "INSERT INTO events ({EVENT_COLUMNS}) \
-                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16) \
+                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17) \
                      ON CONFLICT (id) DO NOTHING"
                 ))?
                 .execute(params![
@@ -42,6 +42,7 @@ pub(super) async fn insert(store: &SqliteStore, event: &Event) -> StoreResult<In
                     e.notification.as_str(),
                     e.request_id,
                     e.notification_due_at.as_ref().map(ms),
+                    e.priority.as_str(),
                 ])?;
             if inserted == 0 {
                 let existing = tx

@@ -192,6 +192,11 @@ ALTER TABLE devices ADD COLUMN p256dh TEXT;
 ALTER TABLE devices ADD COLUMN auth TEXT;
 ALTER TABLE deliveries ADD COLUMN provider TEXT;
 "#,
+    // Event priorities (issue 13): every event stored before them is
+    // `normal`.
+    r#"
+ALTER TABLE events ADD COLUMN priority TEXT NOT NULL DEFAULT 'normal';
+"#,
 ];
 
 /// Applies the migrations this database has not run yet, each in its own

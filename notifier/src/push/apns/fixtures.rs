@@ -40,6 +40,7 @@ pub(super) fn alert() -> Alert {
         icon: Some("💸".into()),
         channel: "payments".into(),
         event_id: Uuid::from_u128(0x0195_1234_5678_7abc_8def_0123_4567_89ab),
+        priority: Default::default(),
     }
 }
 

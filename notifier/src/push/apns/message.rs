@@ -1,16 +1,18 @@
 //! The APNs request for one alert: the JSON payload (title, body and custom
 //! data), cut to fit Apple's payload limit, and the request options (push
 //! type, priority, expiry, collapse id). The device token is added last, per
-//! device, by [`ApnsMessage::payload`].
+//! device, by [`ApnsMessage::payload`]. The event's priority picks the
+//! interruption level, the sound and `apns-priority` ([`Loudness`]).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use a2::request::payload::{Payload, PayloadLike as _};
 use a2::{
     CollapseId, DefaultNotificationBuilder, NotificationBuilder as _, NotificationOptions,
-    Priority, PushType,
+    Priority as ApnsPriority, PushType,
 };
 
+use super::loudness::{LeveledAps, LeveledPayload, Loudness};
 use crate::push::Alert;
 
 /// APNs refuses alert payloads (the JSON body) larger than this many bytes.
@@ -47,6 +49,7 @@ pub(super) struct ApnsMessage {
     topic: String,
     /// Unix seconds after which APNs stops trying to deliver.
     expiration: u64,
+    loudness: Loudness,
 }
 
 impl ApnsMessage {
@@ -61,13 +64,14 @@ impl ApnsMessage {
     ) -> Result<Self, MessageError> {
         let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
         let mut message = Self {
-            title: display_title(alert),
+            title: alert.display_title(),
             body: alert.body.clone(),
             channel: alert.channel.clone(),
             event_id: alert.event_id.to_string(),
             icon: alert.icon.clone(),
             topic: topic.to_owned(),
             expiration: since_epoch.saturating_add(EXPIRY).as_secs(),
+            loudness: Loudness::of(alert.priority),
         };
         if message.fits()? {
             return Ok(message);
@@ -102,7 +106,10 @@ impl ApnsMessage {
     }
 
     /// The a2 request for one device.
-    pub(super) fn payload<'a>(&'a self, device_token: &'a str) -> Result<Payload<'a>, a2::Error> {
+    pub(super) fn payload<'a>(
+        &'a self,
+        device_token: &'a str,
+    ) -> Result<LeveledPayload<'a>, a2::Error> {
         let options = NotificationOptions {
             // One event goes to many devices; each push gets its own id from
             // APNs (returned as `apns_id`) so Apple's delivery logs stay
@@ -110,7 +117,11 @@ impl ApnsMessage {
             apns_id: None,
             apns_push_type: Some(PushType::Alert),
             apns_expiration: Some(self.expiration),
-            apns_priority: Some(Priority::High),
+            apns_priority: Some(if self.loudness.at_once {
+                ApnsPriority::High
+            } else {
+                ApnsPriority::Normal
+            }),
             apns_topic: Some(&self.topic),
             // A job redelivered after a crash pushes again; with the same
             // collapse id the device replaces the first alert instead of
@@ -121,17 +132,34 @@ impl ApnsMessage {
         if let Some(body) = &self.body {
             builder = builder.set_body(body);
         }
+        if let Some(sound) = self.loudness.sound {
+            builder = builder.set_sound(sound);
+        }
         let mut payload = builder.build(device_token, options);
         payload.add_custom_data("channel", &self.channel)?;
         payload.add_custom_data("eventId", &self.event_id)?;
         if let Some(icon) = &self.icon {
             payload.add_custom_data("icon", icon)?;
         }
-        Ok(payload)
+        let Payload {
+            options,
+            device_token,
+            aps,
+            data,
+        } = payload;
+        Ok(LeveledPayload {
+            aps: LeveledAps {
+                base: aps,
+                interruption_level: self.loudness.interruption_level,
+            },
+            data,
+            options,
+            device_token,
+        })
     }
 
     /// The JSON body APNs receives (the same for every device).
-    fn to_json(&self) -> Result<String, a2::Error> {
+    pub(super) fn to_json(&self) -> Result<String, a2::Error> {
         // The device token travels in the path, not the body.
         self.payload("")?.to_json_string()
     }
@@ -142,18 +170,6 @@ impl ApnsMessage {
 
     fn fits(&self) -> Result<bool, a2::Error> {
         Ok(self.encoded_len()? <= MAX_PAYLOAD_BYTES)
-    }
-}
-
-/// The title shown: the icon, a space, the title.
-fn display_title(alert: &Alert) -> String {
-    match alert.icon.as_deref().filter(|icon| !icon.is_empty()) {
-        // `Alert::title` is documented as possibly prefixed already; whichever
-        // side adds the icon, it must show once.
-        Some(icon) if !alert.title.starts_with(&format!("{icon} ")) => {
-            format!("{icon} {}", alert.title)
-        }
-        _ => alert.title.clone(),
     }
 }
 
@@ -246,7 +262,7 @@ mod tests {
         let alert = alert();
         let message = ApnsMessage::from_alert(&alert, TOPIC, now()).expect("fits");
         let payload = message.payload(DEVICE_TOKEN).expect("payload");
-        let options = &payload.options;
+        let options = payload.get_options();
         let collapse_id = options.apns_collapse_id.as_ref().map(|id| id.value);
         assert_eq!(collapse_id, Some(alert.event_id.to_string().as_str()));
         assert_eq!(options.apns_push_type, Some(PushType::Alert));
@@ -257,7 +273,7 @@ mod tests {
         assert_eq!(options.apns_expiration, Some(1_700_000_000 + 86_400));
         assert_eq!(options.apns_topic, Some(TOPIC));
         assert_eq!(options.apns_id, None);
-        assert_eq!(payload.device_token, DEVICE_TOKEN);
+        assert_eq!(payload.get_device_token(), DEVICE_TOKEN);
     }
 
     #[test]

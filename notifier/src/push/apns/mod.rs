@@ -8,8 +8,26 @@
 
 #[cfg(test)]
 mod fixtures;
+mod loudness;
 mod message;
 mod outcome;
 mod provider;
 
+use a2::request::payload::PayloadLike as _;
+
 pub use provider::{ApnsConfig, ApnsProvider};
+
+/// The JSON body and the `apns-priority` header the provider sends for
+/// `alert` to the app `topic`. a2 cannot be pointed at a local server, so
+/// this is how the end-to-end tests see what Apple would receive.
+pub fn render(alert: &super::Alert, topic: &str) -> anyhow::Result<(serde_json::Value, String)> {
+    let message = message::ApnsMessage::from_alert(alert, topic, std::time::SystemTime::now())?;
+    let payload = message.payload("")?;
+    let priority = payload
+        .get_options()
+        .apns_priority
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    Ok((serde_json::from_str(&payload.to_json_string()?)?, priority))
+}

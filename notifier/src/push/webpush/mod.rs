@@ -7,15 +7,16 @@
 pub mod client;
 pub mod vapid;
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
 use reqwest::header::{HeaderMap, HeaderValue};
 use sha2::{Digest as _, Sha256};
 use web_push_native::{Auth, p256::PublicKey};
 
-use super::{Alert, Push, PushOutcome, PushProvider, PushTarget, WebPushSubscription};
+use super::{
+    Alert, Priority, Push, PushOutcome, PushProvider, PushTarget, WebPushSubscription, fit_body,
+    retry_after,
+};
 use client::{GuardedClient, SendError};
 use vapid::VapidKey;
 
@@ -66,7 +67,7 @@ impl WebPushProvider {
             }
         };
         set("ttl", TTL_SECONDS.to_string());
-        set("urgency", "normal".into());
+        set("urgency", urgency(alert.priority).into());
         set("topic", topic(alert));
         set("content-encoding", "aes128gcm".into());
         set("content-type", "application/octet-stream".into());
@@ -78,38 +79,26 @@ impl WebPushProvider {
 /// What the page's service worker receives: the title with the icon, the
 /// body, the channel and the event's id.
 fn payload(alert: &Alert) -> Vec<u8> {
-    let title = match &alert.icon {
-        Some(icon) => format!("{icon} {}", alert.title),
-        None => alert.title.clone(),
-    };
-    let mut body = alert.body.clone();
-    loop {
-        let json = serde_json::json!({
+    let title = alert.display_title();
+    fit_body(alert.body.clone(), MAX_PLAINTEXT, |body| {
+        serde_json::json!({
             "title": title,
             "body": body,
             "channel": alert.channel,
             "eventId": alert.event_id,
         })
         .to_string()
-        .into_bytes();
-        match body.as_mut() {
-            Some(text) if json.len() > MAX_PLAINTEXT => {
-                // Cut by bytes at a character boundary, leaving room for `…`
-                // (JSON escapes may cost more: the loop cuts again).
-                let excess = json.len() - MAX_PLAINTEXT + '…'.len_utf8();
-                let mut keep = text.len().saturating_sub(excess);
-                while !text.is_char_boundary(keep) {
-                    keep -= 1;
-                }
-                if keep == 0 {
-                    body = None;
-                } else {
-                    text.truncate(keep);
-                    text.push('…');
-                }
-            }
-            _ => return json,
-        }
+        .into_bytes()
+    })
+}
+
+/// RFC 8030 §5.3 `Urgency`: the event's priority, word for word (a push
+/// service may hold `low` messages back while the device saves power).
+fn urgency(priority: Priority) -> &'static str {
+    match priority {
+        Priority::Low => "low",
+        Priority::Normal => "normal",
+        Priority::High => "high",
     }
 }
 
@@ -119,22 +108,6 @@ fn payload(alert: &Alert) -> Vec<u8> {
 fn topic(alert: &Alert) -> String {
     let digest = Sha256::digest(alert.event_id.as_bytes());
     URL_SAFE_NO_PAD.encode(&digest[..24])
-}
-
-/// `Retry-After`: seconds, or an HTTP date.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let value = headers
-        .get(reqwest::header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim();
-    if let Ok(seconds) = value.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
-    }
-    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?;
-    (at.with_timezone(&chrono::Utc) - chrono::Utc::now())
-        .to_std()
-        .ok()
 }
 
 /// Classifies the push service's answer (RFC 8030 §5, §7).
@@ -183,16 +156,12 @@ impl PushProvider for WebPushProvider {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn alert(body: Option<String>) -> Alert {
-        Alert {
-            title: "Payment failed".into(),
-            body,
-            icon: Some("💸".into()),
-            channel: "payments".into(),
-            event_id: uuid::Uuid::nil(),
-        }
+        crate::push::sample_alert(body, Priority::Normal)
     }
 
     #[test]
@@ -221,6 +190,13 @@ mod tests {
             t.chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         );
+    }
+
+    #[test]
+    fn the_priority_is_the_urgency_word_for_word() {
+        assert_eq!(urgency(Priority::Low), "low");
+        assert_eq!(urgency(Priority::Normal), "normal");
+        assert_eq!(urgency(Priority::High), "high");
     }
 
     #[test]

@@ -1,0 +1,100 @@
+//! Where an event's push notification stands, and the push to each device,
+//! as `GET /v1/events/{id}` shows them.
+
+use chrono::{DateTime, Utc};
+use common::store::{Delivery, DeliveryState, NotificationState};
+use poem_openapi::{Enum, Object};
+use uuid::Uuid;
+
+use crate::types::Nullable;
+
+/// Where an event's push notification stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum NotificationStateOut {
+    /// Stored; the job is not on the queue yet (the relay will publish it).
+    Pending,
+    /// The job is on the queue.
+    Queued,
+    /// At least one device got the push.
+    Delivered,
+    /// No device got the push.
+    Failed,
+    /// `notify` was false, or the project had no device for the channel.
+    Skipped,
+}
+
+impl From<NotificationState> for NotificationStateOut {
+    fn from(s: NotificationState) -> Self {
+        match s {
+            NotificationState::Pending => Self::Pending,
+            NotificationState::Queued => Self::Queued,
+            NotificationState::Delivered => Self::Delivered,
+            NotificationState::Failed => Self::Failed,
+            NotificationState::Skipped => Self::Skipped,
+        }
+    }
+}
+
+/// Where the push of an event to one device stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum DeliveryStateOut {
+    /// A worker has claimed it and is sending.
+    Sending,
+    /// Failed transiently; a retry is scheduled.
+    Retrying,
+    /// The push service accepted it.
+    Delivered,
+    /// Refused, or given up after the last retry.
+    Failed,
+}
+
+impl From<DeliveryState> for DeliveryStateOut {
+    fn from(s: DeliveryState) -> Self {
+        match s {
+            DeliveryState::Sending => Self::Sending,
+            DeliveryState::Retrying => Self::Retrying,
+            DeliveryState::Delivered => Self::Delivered,
+            DeliveryState::Failed => Self::Failed,
+        }
+    }
+}
+
+/// The push of an event to one device.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct DeliveryOut {
+    pub device_id: Uuid,
+    pub state: DeliveryStateOut,
+    /// Sends tried so far.
+    pub attempts: u32,
+    /// Why the last try failed.
+    pub error: Nullable<String>,
+    /// Who answered the last try: `apns`, `webpush`, `fcm`, or `log` (pushes
+    /// of the device's kind only logged, no credentials); null before that.
+    pub provider: Nullable<String>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<Delivery> for DeliveryOut {
+    fn from(d: Delivery) -> Self {
+        Self {
+            device_id: d.device_id,
+            state: d.state.into(),
+            attempts: d.attempts,
+            error: Nullable(d.error),
+            provider: Nullable(d.provider),
+            updated_at: d.updated_at,
+        }
+    }
+}
+
+/// An event's notification state and, when looked up, its deliveries.
+#[derive(Debug, Clone, Object)]
+pub struct NotificationOut {
+    pub state: NotificationStateOut,
+    /// One entry per device the push was sent to (only in `GET /v1/events/{id}`).
+    #[oai(skip_serializing_if_is_none)]
+    pub deliveries: Option<Vec<DeliveryOut>>,
+}

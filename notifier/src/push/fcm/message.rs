@@ -1,0 +1,141 @@
+//! The FCM HTTP v1 message for one alert: a notification (the title with
+//! its icon, the body), the data an app reads (channel, event id, icon,
+//! priority), and the Android options the event's priority picks
+//! ([`android`]), cut to fit FCM's 4096-byte limit.
+
+use serde_json::{Value, json};
+
+use crate::push::{Alert, Priority, fit_body};
+
+/// FCM refuses messages whose payload is larger; the whole request body is
+/// held to it, which leaves the payload some room.
+const MAX_BYTES: usize = 4096;
+/// How long FCM keeps trying an offline device, as for APNs and Web Push.
+const TTL: &str = "86400s";
+
+/// The request body of `messages:send` for `token`.
+pub(super) fn body(token: &str, alert: &Alert) -> Vec<u8> {
+    let title = alert.display_title();
+    let event_id = alert.event_id.to_string();
+    fit_body(alert.body.clone(), MAX_BYTES, |body| {
+        let mut data = json!({
+            "channel": alert.channel,
+            "eventId": event_id,
+            "priority": alert.priority.as_str(),
+        });
+        if let Some(icon) = &alert.icon {
+            data["icon"] = json!(icon);
+        }
+        let mut notification = json!({ "title": title });
+        if let Some(body) = body {
+            notification["body"] = json!(body);
+        }
+        json!({
+            "message": {
+                "token": token,
+                "notification": notification,
+                "data": data,
+                "android": android(alert.priority, &event_id),
+            }
+        })
+        .to_string()
+        .into_bytes()
+    })
+}
+
+/// FCM has two Android delivery priorities, so `low` and `normal` both go
+/// `normal` (delivered when the phone next wakes from Doze; `high` wakes
+/// it), and `low` differs by playing no sound and by a low notification
+/// priority. Android 8+ takes sound and importance from the app's
+/// notification channel, so an app that wants the three to differ there
+/// creates a channel per priority (`data.priority` says which). The tag is
+/// the event id: a push repeated after a crash replaces the first.
+fn android(priority: Priority, event_id: &str) -> Value {
+    let (delivery, shown, sound) = match priority {
+        Priority::Low => ("normal", "PRIORITY_LOW", false),
+        Priority::Normal => ("normal", "PRIORITY_DEFAULT", true),
+        Priority::High => ("high", "PRIORITY_HIGH", true),
+    };
+    let mut notification = json!({
+        "tag": event_id,
+        "notification_priority": shown,
+        "default_sound": sound,
+    });
+    if sound {
+        notification["sound"] = json!("default");
+    }
+    json!({
+        "priority": delivery,
+        "ttl": TTL,
+        "collapse_key": event_id,
+        "notification": notification,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alert(priority: Priority, body: Option<String>) -> Alert {
+        crate::push::sample_alert(body, priority)
+    }
+
+    fn json(bytes: &[u8]) -> Value {
+        serde_json::from_slice(bytes).expect("JSON")
+    }
+
+    #[test]
+    fn the_message_carries_token_notification_and_data() {
+        let message = json(&body(
+            "tok",
+            &alert(Priority::Normal, Some("Declined".into())),
+        ));
+        let m = &message["message"];
+        assert_eq!(m["token"], "tok");
+        assert_eq!(m["notification"]["title"], "💸 Payment failed");
+        assert_eq!(m["notification"]["body"], "Declined");
+        assert_eq!(m["data"]["channel"], "payments");
+        assert_eq!(m["data"]["eventId"], uuid::Uuid::nil().to_string());
+        assert_eq!(m["data"]["icon"], "💸");
+        assert_eq!(m["android"]["ttl"], "86400s");
+        assert_eq!(m["android"]["collapse_key"], uuid::Uuid::nil().to_string());
+        // FCM data values must all be strings.
+        for value in m["data"].as_object().expect("data").values() {
+            assert!(value.is_string(), "{value}");
+        }
+    }
+
+    #[test]
+    fn each_priority_has_its_android_priority_and_sound() {
+        for (priority, delivery, shown, sound) in [
+            (Priority::Low, "normal", "PRIORITY_LOW", None),
+            (
+                Priority::Normal,
+                "normal",
+                "PRIORITY_DEFAULT",
+                Some("default"),
+            ),
+            (Priority::High, "high", "PRIORITY_HIGH", Some("default")),
+        ] {
+            let message = json(&body("tok", &alert(priority, None)));
+            let android = &message["message"]["android"];
+            assert_eq!(android["priority"], delivery, "{priority:?}");
+            let n = &android["notification"];
+            assert_eq!(n["notification_priority"], shown, "{priority:?}");
+            assert_eq!(n["sound"].as_str(), sound, "{priority:?}");
+            assert_eq!(n["default_sound"], sound.is_some(), "{priority:?}");
+            assert_eq!(message["message"]["data"]["priority"], priority.as_str());
+        }
+    }
+
+    #[test]
+    fn a_long_body_is_cut_to_fit_the_limit() {
+        let bytes = body("tok", &alert(Priority::High, Some("é".repeat(5000))));
+        assert!(bytes.len() <= MAX_BYTES, "{}", bytes.len());
+        let message = json(&bytes);
+        let cut = message["message"]["notification"]["body"]
+            .as_str()
+            .expect("body kept");
+        assert!(cut.ends_with('…') && cut.len() > 3000, "{}", cut.len());
+    }
+}
