@@ -91,8 +91,16 @@ const FEED: Source = Source {
         ("feed.js", JS, include_bytes!("pages/feed/feed.js")),
         ("notify.js", JS, include_bytes!("pages/feed/notify.js")),
         ICON,
-        ("icon-192.png", PNG, include_bytes!("pages/feed/icon-192.png")),
-        ("icon-512.png", PNG, include_bytes!("pages/feed/icon-512.png")),
+        (
+            "icon-192.png",
+            PNG,
+            include_bytes!("pages/feed/icon-192.png"),
+        ),
+        (
+            "icon-512.png",
+            PNG,
+            include_bytes!("pages/feed/icon-512.png"),
+        ),
         (
             "icon-maskable-512.png",
             PNG,
@@ -103,13 +111,21 @@ const FEED: Source = Source {
             PNG,
             include_bytes!("pages/feed/apple-touch-icon.png"),
         ),
-        ("badge-96.png", PNG, include_bytes!("pages/feed/badge-96.png")),
+        (
+            "badge-96.png",
+            PNG,
+            include_bytes!("pages/feed/badge-96.png"),
+        ),
     ],
 };
 
 const DASHBOARD: Source = Source {
     folder: "/dashboard/",
-    documents: &[("/dashboard", HTML, include_str!("pages/dashboard/index.html"))],
+    documents: &[(
+        "/dashboard",
+        HTML,
+        include_str!("pages/dashboard/index.html"),
+    )],
     files: &[
         SHARED_CSS,
         (
@@ -161,7 +177,9 @@ impl Page {
             .documents
             .iter()
             .zip(texts)
-            .map(|(&(path, content_type, _), text)| (path, Asset::new(Bytes::from(text), content_type)))
+            .map(|(&(path, content_type, _), text)| {
+                (path, Asset::new(Bytes::from(text), content_type))
+            })
             .collect();
         Self {
             folder: source.folder,

@@ -228,7 +228,10 @@ async fn the_feeds_manifest_worker_and_icons_are_served() {
 
     let response = app.get(MANIFEST).await;
     assert_eq!(response.status(), 200);
-    assert_eq!(header(&response, "content-type"), "application/manifest+json");
+    assert_eq!(
+        header(&response, "content-type"),
+        "application/manifest+json"
+    );
     assert_eq!(header(&response, "cache-control"), "no-cache");
     assert_page_headers(&response);
     let manifest: Value = response.json().await.expect("the manifest is JSON");

@@ -229,11 +229,7 @@ struct SessionCommand {
 }
 
 impl WebDriverCompatibleCommand for SessionCommand {
-    fn endpoint(
-        &self,
-        base_url: &Url,
-        session_id: Option<&str>,
-    ) -> Result<Url, url::ParseError> {
+    fn endpoint(&self, base_url: &Url, session_id: Option<&str>) -> Result<Url, url::ParseError> {
         base_url
             .join(&format!("session/{}/", session_id.unwrap_or_default()))?
             .join(self.path)

@@ -119,7 +119,12 @@ impl Browser {
              return id && id[1];"
         );
         let id: String = self
-            .wait_for(&script, LOAD_TIMEOUT, "the registration listed", |id: &Option<String>| id.is_some())
+            .wait_for(
+                &script,
+                LOAD_TIMEOUT,
+                "the registration listed",
+                |id: &Option<String>| id.is_some(),
+            )
             .await
             .expect("an id");
         self.client.close_window().await.expect("the tab closed");
@@ -197,10 +202,14 @@ async fn notify_me_registers_this_browser_and_its_worker_shows_the_alert() {
         .alerts("the refusal", |a| a.status.contains("devices:write"))
         .await;
     assert!(refused.on && refused.device.is_none(), "{refused:?}");
-    let test = refused.test.expect("the stand-in ran");
+    let test = refused.test.as_ref().expect("the stand-in ran");
     // Subscribed, refused, and given up: no subscription left that no
     // device holds.
-    assert_eq!(test.keys, [public_key.clone()], "subscribed with the served key");
+    assert_eq!(
+        test.keys,
+        [public_key.clone()],
+        "subscribed with the served key"
+    );
     assert_eq!(test.user_visible_only, [true]);
     assert_eq!(test.unsubscribed, 1, "{refused:?}");
     assert!(devices(&app, &key).await.is_empty());
@@ -241,13 +250,18 @@ async fn notify_me_registers_this_browser_and_its_worker_shows_the_alert() {
     )
     .await;
     assert_eq!(posted.status, 201, "{}", posted.body);
-    let event_id = posted.body["data"]["id"].as_str().expect("an id").to_owned();
-    let received = eventually(DELIVERY, "the push at the push service", async || {
-        match service.received(&endpoint).as_slice() {
+    let event_id = posted.body["data"]["id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    let received = eventually(
+        DELIVERY,
+        "the push at the push service",
+        async || match service.received(&endpoint).as_slice() {
             [one] => Ok(one.payload.clone()),
             other => Err(format!("{other:?}; faults {:?}", service.faults())),
-        }
-    })
+        },
+    )
     .await;
     assert_eq!(received["eventId"], event_id.as_str());
     assert!(service.faults().is_empty(), "{:?}", service.faults());
@@ -306,10 +320,7 @@ async fn notify_me_registers_this_browser_and_its_worker_shows_the_alert() {
     let iphone = browser
         .alerts("the Home Screen explained", |a| a.feed && a.section)
         .await;
-    assert!(
-        iphone.status.contains("Add to Home Screen"),
-        "{iphone:?}"
-    );
+    assert!(iphone.status.contains("Add to Home Screen"), "{iphone:?}");
     assert!(!iphone.on && !iphone.off, "{iphone:?}");
     browser.close().await;
     app.stop().await;
@@ -369,7 +380,10 @@ async fn the_feed_installs_as_a_web_app_and_offers_no_alerts_without_a_vapid_key
     let touch = browser
         .script("return document.querySelector('link[rel=apple-touch-icon]').getAttribute('href')")
         .await;
-    icons.push((touch.as_str().expect("an href").to_owned(), "180x180".into()));
+    icons.push((
+        touch.as_str().expect("an href").to_owned(),
+        "180x180".into(),
+    ));
     for (src, sizes) in icons {
         let decoded = browser
             .client
