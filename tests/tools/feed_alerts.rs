@@ -271,22 +271,30 @@ async fn notify_me_registers_this_browser_and_its_worker_shows_the_alert() {
     let origin = origin.trim_end_matches('/');
     let registration = browser.registration_id(origin).await;
     browser.cdp("ServiceWorker.enable", json!({})).await;
-    browser
-        .cdp(
-            "ServiceWorker.deliverPushMessage",
-            json!({ "origin": origin, "registrationId": registration,
-                "data": received.to_string() }),
-        )
-        .await;
-    let notifications: Vec<Value> = browser
-        .wait_for(
-            "return navigator.serviceWorker.ready.then((r) => r.getNotifications()).then((ns) =>\
-               ns.map((n) => ({ title: n.title, body: n.body, tag: n.tag, icon: n.icon })));",
-            DELIVERY,
-            "the notification shown",
-            |shown: &Vec<Value>| !shown.is_empty(),
-        )
-        .await;
+    let push = json!({ "origin": origin, "registrationId": registration,
+        "data": received.to_string() });
+    // Delivered again until it shows: the command answers before the worker
+    // has the push, and one sent while the domain was still being enabled
+    // is dropped. The tag (the event id) keeps repeats to one notification.
+    let notifications: Vec<Value> = eventually(DELIVERY, "the notification shown", async || {
+        browser
+            .cdp("ServiceWorker.deliverPushMessage", push.clone())
+            .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let shown = browser
+            .script(
+                "return navigator.serviceWorker.ready.then((r) => r.getNotifications()).then((ns) =>\
+                   ns.map((n) => ({ title: n.title, body: n.body, tag: n.tag, icon: n.icon })));",
+            )
+            .await;
+        let shown: Vec<Value> = serde_json::from_value(shown).map_err(|e| e.to_string())?;
+        if shown.is_empty() {
+            Err("none yet".to_owned())
+        } else {
+            Ok(shown)
+        }
+    })
+    .await;
     assert_eq!(notifications.len(), 1, "{notifications:?}");
     let shown = &notifications[0];
     assert_eq!(shown["title"], "💸 Payment failed", "{shown}");
