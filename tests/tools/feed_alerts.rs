@@ -207,7 +207,7 @@ async fn notify_me_registers_this_browser_and_its_worker_shows_the_alert() {
     // device holds.
     assert_eq!(
         test.keys,
-        [public_key.clone()],
+        [public_key.as_str()],
         "subscribed with the served key"
     );
     assert_eq!(test.user_visible_only, [true]);
