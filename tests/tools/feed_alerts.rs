@@ -191,6 +191,7 @@ async fn notify_me_registers_this_browser_and_its_worker_shows_the_alert() {
         .alerts("the offer of alerts", |a| a.feed && a.on)
         .await;
     assert!(alerts.section && !alerts.off, "{alerts:?}");
+    browser.assert_fits_a_phone("feed-alerts-phone.png").await;
     browser.grant("notifications").await;
     browser
         .client
