@@ -3,16 +3,20 @@
 //! is a client of the HTTP API with a credential the person pastes: the
 //! server side only serves files and never sees the credential.
 //!
-//! - the feed at `GET /` reads the public read API with an API key;
+//! - the feed at `GET /` reads the public read API with an API key, and is
+//!   an installable web app: its manifest at `/manifest.webmanifest` and its
+//!   service worker at `/sw.js` (which shows Web Push alerts; served from
+//!   the root so its scope covers the feed at `/`);
 //! - the dashboard at `GET /dashboard` administers organizations,
 //!   projects, API keys and devices through `/admin/v1` with an admin token.
 //!
 //! Both share one stylesheet (`shared/tocsin.css`: the design tokens and
 //! the header, form and message styles) and the icon. A page's files are
 //! served under its own folder with names that carry a hash of their
-//! content (`/feed/feed.3f2a….js`), which the page is rewritten to link, so
-//! browsers may keep them for good; the page itself is revalidated on every
-//! load (its `ETag` makes that a 304).
+//! content (`/feed/feed.3f2a….js`), which the page (and its manifest and
+//! worker) are rewritten to link, so browsers may keep them for good; what
+//! is fetched by a fixed URL (the page, the manifest, the worker) is
+//! revalidated on every load (its `ETag` makes that a 304).
 
 mod asset;
 
@@ -29,16 +33,27 @@ use asset::{Asset, hashed_name};
 
 /// The routes this module serves, in the OpenAPI document's template syntax
 /// (for the `Allow` table and the metrics' route label).
-pub const ROUTES: [&str; 4] = ["/", "/feed/{asset}", "/dashboard", "/dashboard/{asset}"];
+pub const ROUTES: [&str; 6] = [
+    "/",
+    "/manifest.webmanifest",
+    "/sw.js",
+    "/feed/{asset}",
+    "/dashboard",
+    "/dashboard/{asset}",
+];
 
-/// The page revalidates each time, so a new release shows at once.
+/// What is fetched by a fixed URL revalidates each time, so a new release
+/// shows at once.
 const PAGE_CACHE: &str = "no-cache";
 /// A hashed asset name never changes content.
 const ASSET_CACHE: &str = "public, max-age=31536000, immutable";
 
+const HTML: &str = "text/html; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
 const JS: &str = "text/javascript; charset=utf-8";
 const SVG: &str = "image/svg+xml";
+const PNG: &str = "image/png";
+const MANIFEST: &str = "application/manifest+json";
 
 /// What both pages load.
 const SHARED_CSS: File = ("tocsin.css", CSS, include_bytes!("pages/shared/tocsin.css"));
@@ -47,31 +62,70 @@ const ICON: File = ("icon.svg", SVG, include_bytes!("pages/shared/icon.svg"));
 /// A file a page links: the name it links it by, its type and its body.
 type File = (&'static str, &'static str, &'static [u8]);
 
-/// A page as written: where it is served, the folder its files are served
-/// under, its HTML (which links each file as `<folder><name>`) and files.
+/// What a browser fetches by a fixed URL and which links files by name:
+/// where it is served, its type and its text.
+type Document = (&'static str, &'static str, &'static str);
+
+/// A page as written: the folder its files are served under, its documents
+/// (the page first; each links a file as `<folder><name>"`) and files.
 struct Source {
-    path: &'static str,
     folder: &'static str,
-    html: &'static str,
+    documents: &'static [Document],
     files: &'static [File],
 }
 
 const FEED: Source = Source {
-    path: "/",
     folder: "/feed/",
-    html: include_str!("pages/feed/index.html"),
+    documents: &[
+        ("/", HTML, include_str!("pages/feed/index.html")),
+        (
+            "/manifest.webmanifest",
+            MANIFEST,
+            include_str!("pages/feed/manifest.webmanifest"),
+        ),
+        ("/sw.js", JS, include_str!("pages/feed/sw.js")),
+    ],
     files: &[
         SHARED_CSS,
         ("feed.css", CSS, include_bytes!("pages/feed/feed.css")),
         ("feed.js", JS, include_bytes!("pages/feed/feed.js")),
+        ("notify.js", JS, include_bytes!("pages/feed/notify.js")),
         ICON,
+        (
+            "icon-192.png",
+            PNG,
+            include_bytes!("pages/feed/icon-192.png"),
+        ),
+        (
+            "icon-512.png",
+            PNG,
+            include_bytes!("pages/feed/icon-512.png"),
+        ),
+        (
+            "icon-maskable-512.png",
+            PNG,
+            include_bytes!("pages/feed/icon-maskable-512.png"),
+        ),
+        (
+            "apple-touch-icon.png",
+            PNG,
+            include_bytes!("pages/feed/apple-touch-icon.png"),
+        ),
+        (
+            "badge-96.png",
+            PNG,
+            include_bytes!("pages/feed/badge-96.png"),
+        ),
     ],
 };
 
 const DASHBOARD: Source = Source {
-    path: "/dashboard",
     folder: "/dashboard/",
-    html: include_str!("pages/dashboard/index.html"),
+    documents: &[(
+        "/dashboard",
+        HTML,
+        include_str!("pages/dashboard/index.html"),
+    )],
     files: &[
         SHARED_CSS,
         (
@@ -88,35 +142,48 @@ const DASHBOARD: Source = Source {
     ],
 };
 
-/// One page and its files, hashed and linked.
+/// One page, its documents and files, hashed and linked.
 struct Page {
-    path: &'static str,
     folder: &'static str,
-    html: Asset,
+    /// By path, the page first.
+    documents: Vec<(&'static str, Asset)>,
     /// By hashed name (`feed.<hash>.js`).
     files: HashMap<String, Asset>,
 }
 
 impl Page {
     fn new(source: &Source) -> Self {
-        let mut html = source.html.to_owned();
+        let mut texts: Vec<String> = source
+            .documents
+            .iter()
+            .map(|&(_, _, text)| text.to_owned())
+            .collect();
         let mut files = HashMap::new();
         for &(name, content_type, body) in source.files {
             let hashed = hashed_name(name, body);
             let linked = format!("{}{name}\"", source.folder);
             assert!(
-                html.contains(&linked),
-                "{} does not link {}{name}",
-                source.path,
+                texts.iter().any(|text| text.contains(&linked)),
+                "nothing of {} links {}{name}",
+                source.documents[0].0,
                 source.folder
             );
-            html = html.replace(&linked, &format!("{}{hashed}\"", source.folder));
+            for text in &mut texts {
+                *text = text.replace(&linked, &format!("{}{hashed}\"", source.folder));
+            }
             files.insert(hashed, Asset::new(Bytes::from_static(body), content_type));
         }
+        let documents = source
+            .documents
+            .iter()
+            .zip(texts)
+            .map(|(&(path, content_type, _), text)| {
+                (path, Asset::new(Bytes::from(text), content_type))
+            })
+            .collect();
         Self {
-            path: source.path,
             folder: source.folder,
-            html: Asset::new(Bytes::from(html), "text/html; charset=utf-8"),
+            documents,
             files,
         }
     }
@@ -124,8 +191,8 @@ impl Page {
     /// The file `path` names, if it is this page's, with how long it may be
     /// kept: `Some(None)` is this page's folder but no file of it.
     fn find(&self, path: &str) -> Option<Option<(&Asset, &'static str)>> {
-        if path == self.path {
-            return Some(Some((&self.html, PAGE_CACHE)));
+        if let Some((_, asset)) = self.documents.iter().find(|(at, _)| *at == path) {
+            return Some(Some((asset, PAGE_CACHE)));
         }
         let name = path.strip_prefix(self.folder)?;
         Some(self.files.get(name).map(|asset| (asset, ASSET_CACHE)))
@@ -180,19 +247,25 @@ mod tests {
     fn each_page_links_each_file_by_its_hashed_name() {
         for source in [FEED, DASHBOARD] {
             let page = Page::new(&source);
-            let html = std::str::from_utf8(&page.html.body).expect("UTF-8");
+            let texts: Vec<&str> = page
+                .documents
+                .iter()
+                .map(|(_, asset)| std::str::from_utf8(&asset.body).expect("UTF-8"))
+                .collect();
+            let folder = source.folder;
             for &(name, _, body) in source.files {
                 let hashed = hashed_name(name, body);
-                let folder = source.folder;
                 assert!(
-                    html.contains(&format!("\"{folder}{hashed}\"")),
-                    "{} does not link {hashed}",
-                    source.path
+                    texts
+                        .iter()
+                        .any(|text| text.contains(&format!("\"{folder}{hashed}\""))),
+                    "nothing links {hashed}"
                 );
                 assert!(
-                    !html.contains(&format!("\"{folder}{name}\"")),
-                    "{} still links the unhashed {name}",
-                    source.path
+                    !texts
+                        .iter()
+                        .any(|text| text.contains(&format!("\"{folder}{name}\""))),
+                    "the unhashed {name} is still linked"
                 );
                 assert!(page.files.contains_key(&hashed));
             }
@@ -204,7 +277,8 @@ mod tests {
     fn the_routes_cover_every_page_and_file() {
         for source in [FEED, DASHBOARD] {
             let file = format!("{}x.css", source.folder);
-            for path in [source.path, &file] {
+            let documents = source.documents.iter().map(|&(path, _, _)| path);
+            for path in documents.chain([file.as_str()]) {
                 assert!(
                     ROUTES.iter().any(|route| matches(route, path)),
                     "{path} is not in ROUTES"

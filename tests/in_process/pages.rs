@@ -5,14 +5,20 @@
 //! a key or an admin token (a strict Content-Security-Policy, nosniff, no
 //! referrer), caching that lets a browser keep the files whose names carry
 //! their hash, a small total, and the look shared (both link one
-//! stylesheet).
+//! stylesheet). The feed is also a web app: its manifest and service
+//! worker at fixed URLs, and the PNG icons they and the page name (Chromium
+//! installs it and runs the worker in tests/tools/feed_alerts.rs).
 
 use reqwest::{Method, Response};
 use scraper::{Html, Selector};
+use serde_json::Value;
 use tocsin_tests::{Reply, StoreKind, TestApp};
 
 /// "A few tens of KiB" for the page and everything it loads, uncompressed.
 const MOST_BYTES: usize = 40 * 1024;
+
+/// The feed's web app manifest, at a fixed URL the page links.
+const MANIFEST: &str = "/manifest.webmanifest";
 
 fn header<'a>(response: &'a Response, name: &str) -> &'a str {
     response
@@ -131,7 +137,7 @@ async fn assert_served(app: &TestApp, path: &str, folder: &str) -> Vec<String> {
             "the page links no .{kind}: {linked:?}"
         );
     }
-    for link in &linked {
+    for link in linked.iter().filter(|l| *l != MANIFEST) {
         assert!(link.starts_with(folder), "{link} is not served by ingest");
         let response = app.get(link).await;
         assert_eq!(response.status(), 200, "{link}");
@@ -146,11 +152,17 @@ async fn assert_served(app: &TestApp, path: &str, folder: &str) -> Vec<String> {
             Some("css") => "text/css; charset=utf-8",
             Some("js") => "text/javascript; charset=utf-8",
             Some("svg") => "image/svg+xml",
+            Some("png") => "image/png",
             other => panic!("unexpected kind of file {other:?}"),
         };
         assert_eq!(header(&response, "content-type"), expected_type, "{link}");
         let etag = header(&response, "etag").to_owned();
-        total += response.bytes().await.expect("the file").len();
+        let size = response.bytes().await.expect("the file").len();
+        // The apple-touch-icon is fetched only when the page is added to a
+        // Home Screen, not on each visit.
+        if !link.ends_with(".png") {
+            total += size;
+        }
         let again = app
             .client
             .get(app.url(link))
@@ -180,4 +192,122 @@ async fn assert_served(app: &TestApp, path: &str, folder: &str) -> Vec<String> {
     assert_eq!(header(&post, "allow"), "GET, HEAD");
     Reply::of(post).await.assert_error_envelope(405);
     linked
+}
+
+/// The feed as a web app: its manifest and service worker at fixed URLs,
+/// revalidated on each load like the page; a policy that lets the page use
+/// both; the icons the manifest, the worker and the page name, served as
+/// PNGs of the sizes they are declared at; what iOS reads from the page.
+#[tokio::test]
+async fn the_feeds_manifest_worker_and_icons_are_served() {
+    let app = TestApp::spawn(StoreKind::Sqlite).await;
+    let page = app.get("/").await;
+    let policy = header(&page, "content-security-policy").to_owned();
+    for directive in ["worker-src 'self'", "manifest-src 'self'"] {
+        assert!(policy.contains(directive), "no {directive:?} in {policy:?}");
+    }
+    let dom = Html::parse_document(&page.text().await.expect("the page"));
+    let attribute = |css: &str, name: &str| {
+        dom.select(&Selector::parse(css).expect("a selector"))
+            .next()
+            .and_then(|e| e.value().attr(name))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("no {css} with {name}"))
+    };
+    assert_eq!(attribute("link[rel=manifest]", "href"), MANIFEST);
+    assert_eq!(
+        attribute("meta[name=apple-mobile-web-app-capable]", "content"),
+        "yes"
+    );
+    assert_eq!(
+        attribute("meta[name=apple-mobile-web-app-title]", "content"),
+        "Tocsin"
+    );
+    assert!(attribute("meta[name=theme-color]", "content").starts_with('#'));
+    assert_png(&app, &attribute("link[rel=apple-touch-icon]", "href"), 180).await;
+
+    let response = app.get(MANIFEST).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        header(&response, "content-type"),
+        "application/manifest+json"
+    );
+    assert_eq!(header(&response, "cache-control"), "no-cache");
+    assert_page_headers(&response);
+    let manifest: Value = response.json().await.expect("the manifest is JSON");
+    for member in ["name", "short_name", "theme_color", "background_color"] {
+        assert!(
+            manifest[member].as_str().is_some_and(|v| !v.is_empty()),
+            "no {member} in {manifest}"
+        );
+    }
+    assert_eq!(manifest["start_url"], "/");
+    assert_eq!(manifest["scope"], "/");
+    assert_eq!(manifest["display"], "standalone");
+    let icons = manifest["icons"].as_array().expect("icons");
+    for (size, purpose) in [(192, "any"), (512, "any"), (512, "maskable")] {
+        let icon = icons
+            .iter()
+            .find(|i| {
+                i["sizes"] == format!("{size}x{size}")
+                    && i["purpose"]
+                        .as_str()
+                        .unwrap_or("any")
+                        .split(' ')
+                        .any(|p| p == purpose)
+            })
+            .unwrap_or_else(|| panic!("no {purpose} icon of {size} px in {manifest}"));
+        assert_eq!(icon["type"], "image/png");
+        assert_png(&app, icon["src"].as_str().expect("a src"), size).await;
+    }
+
+    let worker = app.get("/sw.js").await;
+    assert_eq!(worker.status(), 200);
+    assert_eq!(
+        header(&worker, "content-type"),
+        "text/javascript; charset=utf-8"
+    );
+    assert_eq!(header(&worker, "cache-control"), "no-cache");
+    assert_page_headers(&worker);
+    // At the root, its default scope (`/`) covers the feed; the icons of
+    // its notifications are served.
+    let script = worker.text().await.expect("the worker");
+    let named: Vec<&str> = script
+        .split('"')
+        .filter(|s| s.starts_with("/feed/") && s.ends_with(".png"))
+        .collect();
+    assert_eq!(named.len(), 2, "{named:?}");
+    for path in named {
+        assert_eq!(app.get(path).await.status(), 200, "{path}");
+    }
+
+    for path in [MANIFEST, "/sw.js"] {
+        let post = app
+            .client
+            .request(Method::POST, app.url(path))
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(header(&post, "allow"), "GET, HEAD", "{path}");
+        Reply::of(post).await.assert_error_envelope(405);
+    }
+}
+
+/// `path` is a PNG of `size` × `size` pixels (its header says so; Chromium
+/// decodes each in tests/tools/feed_alerts.rs), cacheable for good.
+async fn assert_png(app: &TestApp, path: &str, size: u32) {
+    let response = app.get(path).await;
+    assert_eq!(response.status(), 200, "{path}");
+    assert_eq!(header(&response, "content-type"), "image/png", "{path}");
+    assert_eq!(
+        header(&response, "cache-control"),
+        "public, max-age=31536000, immutable",
+        "{path}"
+    );
+    let png = response.bytes().await.expect("the icon");
+    // The signature, then the IHDR chunk: length, type, width, height.
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{path} is not a PNG");
+    assert_eq!(&png[12..16], b"IHDR", "{path}");
+    let dimension = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().expect("4 bytes"));
+    assert_eq!((dimension(16), dimension(20)), (size, size), "{path}");
 }

@@ -13,11 +13,13 @@ use std::{
     fmt::Debug, os::unix::process::CommandExt as _, path::PathBuf, process::Stdio, time::Duration,
 };
 
-use fantoccini::{Client, ClientBuilder, Locator};
+use fantoccini::{Client, ClientBuilder, Locator, wd::WebDriverCompatibleCommand};
+use hyper::Method;
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tocsin_tests::{eventually, free_port, test_tool};
+use url::Url;
 
 /// Enough for Chromium to start, load a page and make its first calls.
 pub const LOAD_TIMEOUT: Duration = Duration::from_secs(20);
@@ -101,6 +103,33 @@ impl Browser {
         })
         .await;
         Self { client, driver }
+    }
+
+    /// Sends a Chrome DevTools Protocol command to the page's target through
+    /// chromedriver (`goog/cdp/execute`) and returns its result.
+    pub async fn cdp(&self, command: &str, params: Value) -> Value {
+        let body = json!({ "cmd": command, "params": params });
+        self.client
+            .issue_cmd(SessionCommand {
+                path: "goog/cdp/execute",
+                body,
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{command} failed ({e})"))
+    }
+
+    /// Grants `permission` (`notifications`, say) to the page's origin, as
+    /// a person answering the browser's prompt would (WebDriver's "Set
+    /// Permission").
+    pub async fn grant(&self, permission: &str) {
+        let body = json!({ "descriptor": { "name": permission }, "state": "granted" });
+        self.client
+            .issue_cmd(SessionCommand {
+                path: "permissions",
+                body,
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{permission} cannot be granted ({e})"));
     }
 
     /// Runs `script` in the page and returns what it returns.
@@ -188,5 +217,25 @@ impl Browser {
         let Self { client, driver } = self;
         let _ = client.close().await;
         drop(driver);
+    }
+}
+
+/// A POST to one of the session's endpoints that fantoccini has no method
+/// for.
+#[derive(Debug)]
+struct SessionCommand {
+    path: &'static str,
+    body: Value,
+}
+
+impl WebDriverCompatibleCommand for SessionCommand {
+    fn endpoint(&self, base_url: &Url, session_id: Option<&str>) -> Result<Url, url::ParseError> {
+        base_url
+            .join(&format!("session/{}/", session_id.unwrap_or_default()))?
+            .join(self.path)
+    }
+
+    fn method_and_body(&self, _: &Url) -> (Method, Option<String>) {
+        (Method::POST, Some(self.body.to_string()))
     }
 }

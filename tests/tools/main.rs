@@ -11,5 +11,6 @@ mod dependencies;
 mod deploy;
 mod docs;
 mod feed;
+mod feed_alerts;
 mod fuzz;
 mod openapi;

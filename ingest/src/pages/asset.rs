@@ -10,10 +10,13 @@ use poem::{
 use sha2::{Digest, Sha256};
 
 /// No inline script or style, nothing from another origin, and API calls
-/// only to this server.
+/// only to this server; the feed's service worker and web app manifest are
+/// this server's too (without `manifest-src` the manifest would fall under
+/// `default-src 'none'`).
 const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
-     style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; \
-     form-action 'none'; frame-ancestors 'none'";
+     style-src 'self'; img-src 'self'; connect-src 'self'; worker-src 'self'; \
+     manifest-src 'self'; base-uri 'none'; form-action 'none'; \
+     frame-ancestors 'none'";
 
 /// A file as served.
 pub(super) struct Asset {

@@ -25,6 +25,8 @@
     channels: [],
     chart: null,
     resyncTimer: 0,
+    // An event to show once it is on the page (an alert was clicked).
+    focus: null,
   };
 
   class ApiError extends Error {
@@ -131,17 +133,24 @@
 
   // ---- the key ----
 
-  // `/#key=…`: stored, then removed from the address bar (and history).
-  function takeKeyFromFragment() {
-    const match = /(?:^#|&)key=([^&]*)/.exec(location.hash);
-    if (!match) return false;
-    history.replaceState(null, '', location.pathname + location.search);
-    let key = '';
+  function fragment(name) {
+    const match = new RegExp('(?:^#|&)' + name + '=([^&]*)').exec(location.hash);
+    if (!match) return null;
     try {
-      key = decodeURIComponent(match[1]).trim();
+      return decodeURIComponent(match[1]).trim();
     } catch (_) {
-      // a malformed fragment holds no key
+      return ''; // a malformed fragment holds nothing
     }
+  }
+
+  // `/#key=…`: stored, then removed from the address bar (and history);
+  // `/#event=…` (an alert clicked): that event shown once it is listed.
+  function takeKeyFromFragment() {
+    const key = fragment('key');
+    const event = fragment('event');
+    if (key === null && event === null) return false;
+    history.replaceState(null, '', location.pathname + location.search);
+    if (event) focusEvent(event);
     if (!key) return false;
     localStorage.setItem(STORAGE, key);
     return true;
@@ -254,6 +263,25 @@
     return li;
   }
 
+  // The event of a clicked alert: scrolled to and outlined, now if it is
+  // listed, else when it arrives (with any filter that would hide it off).
+  function focusEvent(id) {
+    const li = state.known.get(id);
+    if (!li) {
+      state.focus = id;
+      const f = state.filter;
+      if (state.key && (f.channel || f.tag || f.userId || f.q)) {
+        $('search').value = '';
+        setFilter({ channel: null, tag: null, userId: null, q: '' });
+      }
+      return;
+    }
+    state.focus = null;
+    for (const other of $('events').querySelectorAll('.focus')) other.classList.remove('focus');
+    li.classList.add('focus');
+    li.scrollIntoView({ block: 'center' });
+  }
+
   // Newest first, as the API orders them: createdAt, then id.
   function newer(a, b) {
     return a._at > b._at || (a._at === b._at && a._id > b._id);
@@ -274,6 +302,7 @@
     list.insertBefore(li, before);
     if (live) li.classList.add('new');
     $('empty').hidden = true;
+    if (ev.id === state.focus) focusEvent(ev.id);
   }
 
   async function reload() {
@@ -612,6 +641,12 @@
     window.addEventListener('hashchange', () => {
       if (takeKeyFromFragment()) start();
     });
+    // An alert clicked while the feed is open (sw.js).
+    if ('serviceWorker' in navigator) {
+      navigator.serviceWorker.addEventListener('message', (e) => {
+        if (e.data && e.data.type === 'tocsin:event' && typeof e.data.eventId === 'string') focusEvent(e.data.eventId);
+      });
+    }
     setInterval(refreshTimes, 60000);
     // The hourly buckets slide with the clock.
     setInterval(() => state.key && loadStats(), 5 * 60000);
