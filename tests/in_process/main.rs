@@ -12,6 +12,7 @@ mod cors;
 mod devices;
 mod errors;
 mod events;
+mod group_commit;
 mod idempotency;
 mod identify;
 mod layout;

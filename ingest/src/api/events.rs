@@ -4,8 +4,10 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
-use common::store::{Delivery, DeliveryState, Event, EventFilter, Inserted, NotificationState};
-use poem::{Request, web::Data};
+use common::store::{
+    Delivery, DeliveryState, Event, EventFilter, Inserted, NotificationState, StoreResult,
+};
+use poem::{Request, http::StatusCode, web::Data};
 use poem_openapi::{
     ApiResponse, Enum, Object, OpenApi,
     param::{Path, Query},
@@ -239,6 +241,30 @@ pub struct EventsApi {
     pub state: Arc<AppState>,
 }
 
+impl EventsApi {
+    /// Stores `event`; under an Idempotency-Key, with the answer it gets
+    /// if it is new, in the same write, so no event is ever stored
+    /// without the outcome a retry replays.
+    async fn insert(
+        &self,
+        event: &Event,
+        reserved: Option<&Reserved>,
+        request_id: RequestId,
+    ) -> StoreResult<Inserted> {
+        let store = &self.state.store;
+        let Some(reserved) = reserved else {
+            return store.insert_event(event).await;
+        };
+        let answer = Json(Success::new(EventOut::new(event.clone(), None), request_id));
+        let outcome = reserved.outcome(StatusCode::CREATED, answer).await;
+        let inserted = store.insert_event_with_outcome(event, &outcome).await?;
+        if inserted == Inserted::New {
+            reserved.stored(outcome);
+        }
+        Ok(inserted)
+    }
+}
+
 #[OpenApi(tag = "ApiTags::Events")]
 impl EventsApi {
     /// Record an event
@@ -264,7 +290,7 @@ impl EventsApi {
             id: req
                 .extensions()
                 .get::<Reserved>()
-                .map_or_else(Uuid::now_v7, |r| r.0),
+                .map_or_else(Uuid::now_v7, |r| r.id),
             scope: auth.scope.clone(),
             channel_name: input.channel_name,
             title: input.title,
@@ -285,9 +311,7 @@ impl EventsApi {
             notification_due_at: notify.then(|| self.state.outbox.pending_due(now)),
         };
         let inserted = self
-            .state
-            .store
-            .insert_event(&event)
+            .insert(&event, req.extensions().get::<Reserved>(), **request_id)
             .await
             .map_err(ApiError::from)?;
         let mut event = match inserted {
