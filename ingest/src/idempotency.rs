@@ -17,7 +17,9 @@ use std::{
     time::Duration,
 };
 
-use common::store::{IdempotencyBegin, IdempotentOutcome, StoredResponse};
+use common::store::{
+    Event, IdempotencyBegin, IdempotentOutcome, Inserted, Store, StoreResult, StoredResponse,
+};
 use poem::{
     Body, Endpoint, IntoResponse, Request, Response,
     http::{HeaderValue, Method, StatusCode, header},
@@ -83,6 +85,27 @@ impl Reserved {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
+}
+
+/// Stores `event`; under an Idempotency-Key (`reserved`), with the answer
+/// it gets if it is new (201 and `answer` as JSON), in the same write, so no event
+/// is ever stored without the outcome a retry replays.
+pub async fn insert_event<A: poem_openapi::types::ToJSON>(
+    store: &dyn Store,
+    event: &Event,
+    reserved: Option<&Reserved>,
+    answer: impl FnOnce() -> A,
+) -> StoreResult<Inserted> {
+    let Some(reserved) = reserved else {
+        return store.insert_event(event).await;
+    };
+    let answer = poem_openapi::payload::Json(answer());
+    let outcome = reserved.outcome(StatusCode::CREATED, answer).await;
+    let inserted = store.insert_event_with_outcome(event, &outcome).await?;
+    if inserted == Inserted::New {
+        reserved.stored(outcome);
+    }
+    Ok(inserted)
 }
 
 fn content_type(headers: &poem::http::HeaderMap) -> String {

@@ -4,10 +4,8 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
-use common::store::{
-    Delivery, DeliveryState, Event, EventFilter, Inserted, NotificationState, StoreResult,
-};
-use poem::{Request, http::StatusCode, web::Data};
+use common::store::{Delivery, DeliveryState, Event, EventFilter, Inserted, NotificationState};
+use poem::{Request, web::Data};
 use poem_openapi::{
     ApiResponse, Enum, Object, OpenApi,
     param::{Path, Query},
@@ -24,7 +22,7 @@ use super::{
 use crate::{
     auth::AuthContext,
     error::ApiError,
-    idempotency::Reserved,
+    idempotency::{self, Reserved},
     request_id::RequestId,
     state::AppState,
     types::{Icon, Nullable},
@@ -241,30 +239,6 @@ pub struct EventsApi {
     pub state: Arc<AppState>,
 }
 
-impl EventsApi {
-    /// Stores `event`; under an Idempotency-Key, with the answer it gets
-    /// if it is new, in the same write, so no event is ever stored
-    /// without the outcome a retry replays.
-    async fn insert(
-        &self,
-        event: &Event,
-        reserved: Option<&Reserved>,
-        request_id: RequestId,
-    ) -> StoreResult<Inserted> {
-        let store = &self.state.store;
-        let Some(reserved) = reserved else {
-            return store.insert_event(event).await;
-        };
-        let answer = Json(Success::new(EventOut::new(event.clone(), None), request_id));
-        let outcome = reserved.outcome(StatusCode::CREATED, answer).await;
-        let inserted = store.insert_event_with_outcome(event, &outcome).await?;
-        if inserted == Inserted::New {
-            reserved.stored(outcome);
-        }
-        Ok(inserted)
-    }
-}
-
 #[OpenApi(tag = "ApiTags::Events")]
 impl EventsApi {
     /// Record an event
@@ -310,8 +284,9 @@ impl EventsApi {
             request_id: Some(request_id.to_string()),
             notification_due_at: notify.then(|| self.state.outbox.pending_due(now)),
         };
-        let inserted = self
-            .insert(&event, req.extensions().get::<Reserved>(), **request_id)
+        let reserved = req.extensions().get::<Reserved>();
+        let answer = || Success::new(EventOut::new(event.clone(), None), **request_id);
+        let inserted = idempotency::insert_event(&*self.state.store, &event, reserved, answer)
             .await
             .map_err(ApiError::from)?;
         let mut event = match inserted {
