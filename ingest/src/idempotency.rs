@@ -309,12 +309,12 @@ async fn finish(
     // The handler stored this very answer with its write: nothing to add.
     // (It differs when something changed after that write, such as the
     // notification state once the job is queued.)
-    if reserved.stored_response().as_ref() != Some(&stored) {
-        if let Err(e) = store.complete_idempotent(&scope, key, &stored).await {
-            // The work is done and its answer goes to the client; only a later
-            // replay is at risk, so this is logged rather than failed.
-            tracing::error!(error = %e, "could not record idempotent response");
-        }
+    if reserved.stored_response().as_ref() != Some(&stored)
+        && let Err(e) = store.complete_idempotent(&scope, key, &stored).await
+    {
+        // The work is done and its answer goes to the client; only a later
+        // replay is at risk, so this is logged rather than failed.
+        tracing::error!(error = %e, "could not record idempotent response");
     }
     Response::from_parts(parts, Body::from_bytes(bytes))
 }

@@ -34,12 +34,11 @@ pub(super) async fn insert_with_outcome(
         idempotency::outcome_to_doc(outcome),
     );
     let inserted = insert_doc(store, event, document).await?;
-    if inserted == Inserted::New {
-        if let Err(e) =
+    if inserted == Inserted::New
+        && let Err(e) =
             idempotency::complete(store, &event.scope, &outcome.key, &outcome.response).await
-        {
-            tracing::warn!(eventId = %event.id, error = %e, "idempotency outcome kept in the event only");
-        }
+    {
+        tracing::warn!(eventId = %event.id, error = %e, "idempotency outcome kept in the event only");
     }
     Ok(inserted)
 }
