@@ -12,9 +12,14 @@
 //! creates, finding that instead of writing it twice. 401 and 429 never
 //! get this far. Claims expire after 24 hours.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
-use common::store::{IdempotencyBegin, StoredResponse};
+use common::store::{
+    Event, IdempotencyBegin, IdempotentOutcome, Inserted, Store, StoreResult, StoredResponse,
+};
 use poem::{
     Body, Endpoint, IntoResponse, Request, Response,
     http::{HeaderValue, Method, StatusCode, header},
@@ -40,10 +45,76 @@ pub const TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// process and may be taken over. Far longer than any request can run.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The id reserved for what a request under an Idempotency-Key creates,
-/// the same on every try (a request extension for the handler).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reserved(pub uuid::Uuid);
+/// The claim of a request under an Idempotency-Key, shared with its handler
+/// (a request extension): the id reserved for what the request creates,
+/// the same on every try, and the key, so the handler can store its
+/// outcome in the same write as what it creates.
+#[derive(Debug, Clone)]
+pub struct Reserved {
+    pub id: uuid::Uuid,
+    key: String,
+    /// The outcome the handler stored with its write, if it did.
+    stored: Arc<Mutex<Option<StoredResponse>>>,
+}
+
+impl Reserved {
+    /// The outcome to store with the write: the handler's answer `body`
+    /// (what `Json` renders) with `status`.
+    pub async fn outcome(&self, status: StatusCode, body: impl IntoResponse) -> IdempotentOutcome {
+        let (parts, body) = body.into_response().into_parts();
+        IdempotentOutcome {
+            key: self.key.clone(),
+            response: StoredResponse {
+                status: status.as_u16(),
+                content_type: content_type(&parts.headers),
+                // A rendered JSON body is in memory: this cannot fail.
+                body: body.into_vec().await.unwrap_or_default(),
+            },
+        }
+    }
+
+    /// Says the handler's write stored `outcome`: the middleware does not
+    /// write it again unless the answer changed since.
+    pub fn stored(&self, outcome: IdempotentOutcome) {
+        *self.stored.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome.response);
+    }
+
+    fn stored_response(&self) -> Option<StoredResponse> {
+        self.stored
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// Stores `event`; under an Idempotency-Key (`reserved`), with the answer
+/// it gets if it is new (201 and `answer` as JSON), in the same write, so no event
+/// is ever stored without the outcome a retry replays.
+pub async fn insert_event<A: poem_openapi::types::ToJSON>(
+    store: &dyn Store,
+    event: &Event,
+    reserved: Option<&Reserved>,
+    answer: impl FnOnce() -> A,
+) -> StoreResult<Inserted> {
+    let Some(reserved) = reserved else {
+        return store.insert_event(event).await;
+    };
+    let answer = poem_openapi::payload::Json(answer());
+    let outcome = reserved.outcome(StatusCode::CREATED, answer).await;
+    let inserted = store.insert_event_with_outcome(event, &outcome).await?;
+    if inserted == Inserted::New {
+        reserved.stored(outcome);
+    }
+    Ok(inserted)
+}
+
+fn content_type(headers: &poem::http::HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_owned()
+}
 
 /// What becomes of a claimed key once the request has its response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,7 +241,12 @@ pub async fn idempotency<E: Endpoint + 'static>(
             Ok(replay(stored))
         }
         Ok(IdempotencyBegin::Started { resource }) => {
-            req.extensions_mut().insert(Reserved(resource));
+            let reserved = Reserved {
+                id: resource,
+                key: key.clone(),
+                stored: Arc::default(),
+            };
+            req.extensions_mut().insert(reserved.clone());
             // Run the request to the end on its own task: if the client hangs
             // up mid-way, the outcome is still recorded, so its retry replays
             // it instead of doing the work twice.
@@ -180,7 +256,7 @@ pub async fn idempotency<E: Endpoint + 'static>(
                         ep.call(req).await.map(IntoResponse::into_response),
                         request_id,
                     );
-                    finish(store, scope, key, response, request_id).await
+                    finish(store, scope, reserved, response, request_id).await
                 }
                 // Its log lines still carry the request's id.
                 .in_current_span(),
@@ -200,14 +276,15 @@ pub async fn idempotency<E: Endpoint + 'static>(
 async fn finish(
     store: Arc<dyn common::store::Store>,
     scope: common::store::Scope,
-    key: String,
+    reserved: Reserved,
     response: Response,
     request_id: RequestId,
 ) -> Response {
+    let key = &reserved.key;
     let unlocked = match settle_for(response.status()) {
         Settle::Complete => None,
-        Settle::Release => Some(store.release_idempotent(&scope, &key).await),
-        Settle::Abandon => Some(store.abandon_idempotent(&scope, &key).await),
+        Settle::Release => Some(store.release_idempotent(&scope, key).await),
+        Settle::Abandon => Some(store.abandon_idempotent(&scope, key).await),
     };
     if let Some(unlocked) = unlocked {
         if let Err(e) = unlocked {
@@ -226,15 +303,15 @@ async fn finish(
     };
     let stored = StoredResponse {
         status: parts.status.as_u16(),
-        content_type: parts
-            .headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("application/json")
-            .to_owned(),
+        content_type: content_type(&parts.headers),
         body: bytes.to_vec(),
     };
-    if let Err(e) = store.complete_idempotent(&scope, &key, &stored).await {
+    // The handler stored this very answer with its write: nothing to add.
+    // (It differs when something changed after that write, such as the
+    // notification state once the job is queued.)
+    if reserved.stored_response().as_ref() != Some(&stored)
+        && let Err(e) = store.complete_idempotent(&scope, key, &stored).await
+    {
         // The work is done and its answer goes to the client; only a later
         // replay is at risk, so this is logged rather than failed.
         tracing::error!(error = %e, "could not record idempotent response");

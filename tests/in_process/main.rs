@@ -15,6 +15,7 @@ mod devices;
 mod errors;
 mod events;
 mod fcm;
+mod group_commit;
 mod idempotency;
 mod identify;
 mod layout;

@@ -578,7 +578,79 @@ async fn notification_states_move_only_from_the_expected_ones(kind: StoreKind) {
     assert_eq!((count(N::Pending).await, count(N::Delivered).await), (0, 1));
 }
 
+/// The event and the outcome of the request that created it are one write:
+/// once the event is stored, the key replays the outcome, even when the
+/// request then died before its answer was sent (its claim abandoned, as
+/// after a deadline), and a second event is never written for the key.
+async fn an_event_inserted_with_its_outcome_makes_the_key_replay_it(kind: StoreKind) {
+    let (store, test) = open(kind).await;
+    let s = scope();
+    let now = common::time::now();
+    let begun = store
+        .begin_idempotent(&s, "k", "f", RESOURCE, now, TTL, LOCK)
+        .await
+        .expect("claimed");
+    assert_eq!(begun, STARTED);
+    let mut event = pending_event(&s);
+    event.id = RESOURCE;
+    let outcome = common::store::IdempotentOutcome {
+        key: "k".into(),
+        response: response("{\"the\":\"answer\"}"),
+    };
+    let inserted = store
+        .insert_event_with_outcome(&event, &outcome)
+        .await
+        .expect("stored");
+    assert_eq!(inserted, common::store::Inserted::New);
+    lose_the_outcome_copy(&test, &s, "k").await;
+    store.abandon_idempotent(&s, "k").await.expect("abandoned");
+    let again = store
+        .begin_idempotent(&s, "k", "f", Uuid::now_v7(), now, TTL, LOCK)
+        .await
+        .expect("claimed again");
+    assert_eq!(again, IdempotencyBegin::Replay(outcome.response.clone()));
+    assert_eq!(store.count_events(&s).await.expect("count"), 1);
+    // An event already stored keeps its outcome; another is not recorded.
+    let other = common::store::IdempotentOutcome {
+        key: "k".into(),
+        response: response("other"),
+    };
+    let inserted = store
+        .insert_event_with_outcome(&event, &other)
+        .await
+        .expect("found");
+    assert!(matches!(inserted, common::store::Inserted::Existing(_)));
+    let replay = store
+        .begin_idempotent(&s, "k", "f", Uuid::now_v7(), now, TTL, LOCK)
+        .await
+        .expect("replayed");
+    assert_eq!(replay, IdempotencyBegin::Replay(outcome.response));
+}
+
+/// MongoDB has no transaction to write the event and its idempotency record
+/// together: the outcome lives in the event document, and the record gets a
+/// copy. This loses the copy, as a crash between the two writes would.
+/// (SQLite writes both in one transaction: there is no copy to lose.)
+async fn lose_the_outcome_copy(test: &TestConfig, s: &Scope, key: &str) {
+    if let common::store::StoreConfig::Mongo { uri, database } = test.store_config() {
+        let client = mongodb::Client::with_uri_str(&uri)
+            .await
+            .expect("mongo client");
+        let updated = client
+            .database(&database)
+            .collection::<mongodb::bson::Document>("idempotency")
+            .update_one(
+                mongodb::bson::doc! { "org": &s.org, "project": &s.project, "key": key },
+                mongodb::bson::doc! { "$set": { "status": null }, "$unset": { "contentType": "", "body": "" } },
+            )
+            .await
+            .expect("copy lost");
+        assert_eq!(updated.matched_count, 1);
+    }
+}
+
 for_each_store!(
+    an_event_inserted_with_its_outcome_makes_the_key_replay_it,
     deliveries_are_claimed_as_leases_fenced_and_given_up,
     an_abandoned_claim_is_taken_over_at_once_by_the_same_request_with_its_reserved_id,
     an_event_inserted_twice_is_stored_once,

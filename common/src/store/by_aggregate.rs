@@ -22,7 +22,7 @@ macro_rules! impl_store_by_aggregate {
 
             use $crate::store::{
                 Admin, ApiKey, AuditEntry, Bucket, ChannelStats, Delivery, DeliveryClaim, Device,
-                DeviceRegistration, Event, EventFilter, EventPosition, IdempotencyBegin, Identity,
+                DeviceRegistration, Event, EventFilter, EventPosition, IdempotencyBegin, IdempotentOutcome, Identity,
                 Inserted, NameTaken, NotificationState, Organization, Project, Purged, Scope,
                 Store, StoreResult, StoredResponse,
                 lease::{ClaimKey, ClaimRequest},
@@ -123,6 +123,13 @@ macro_rules! impl_store_by_aggregate {
 
                 async fn insert_event(&self, event: &Event) -> StoreResult<Inserted> {
                     events::insert(self, event).await
+                }
+                async fn insert_event_with_outcome(
+                    &self,
+                    event: &Event,
+                    outcome: &IdempotentOutcome,
+                ) -> StoreResult<Inserted> {
+                    events::insert_with_outcome(self, event, outcome).await
                 }
                 async fn get_event(&self, scope: &Scope, id: Uuid) -> StoreResult<Option<Event>> {
                     events::get(self, scope, id).await

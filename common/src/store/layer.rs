@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::{
     Admin, ApiKey, AuditEntry, Bucket, ChannelStats, Delivery, DeliveryClaim, Device,
-    DeviceRegistration, Event, EventFilter, EventPosition, IdempotencyBegin, Identity, Inserted,
+    DeviceRegistration, Event, EventFilter, EventPosition, IdempotencyBegin, IdempotentOutcome, Identity, Inserted,
     NameTaken, NotificationState, Organization, Project, Purged, Scope, Store, StoreResult,
     StoredResponse,
     lease::{ClaimKey, ClaimRequest},
@@ -73,6 +73,7 @@ delegate! {
     fn list_api_keys() -> StoreResult<Vec<ApiKey>>;
     fn revoke_api_key(id: Uuid, at: DateTime<Utc>) -> StoreResult<bool>;
     fn insert_event(event: &Event) -> StoreResult<Inserted>;
+    fn insert_event_with_outcome(event: &Event, outcome: &IdempotentOutcome) -> StoreResult<Inserted>;
     fn get_event(scope: &Scope, id: Uuid) -> StoreResult<Option<Event>>;
     fn count_events(scope: &Scope) -> StoreResult<u64>;
     fn list_channels(scope: &Scope) -> StoreResult<Vec<String>>;

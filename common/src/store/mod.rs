@@ -29,7 +29,7 @@ use self::deadline::Deadline;
 pub use self::device::{Device, DeviceKind, DeviceRegistration, PushTarget, WebPushSubscription};
 pub use self::model::{
     ApnsEnvironment, Bucket, ChannelStats, Delivery, DeliveryClaim, DeliveryState, Event,
-    EventFilter, EventPosition, IdempotencyBegin, Identity, Inserted, NotificationState, Priority,
+    EventFilter, EventPosition, IdempotencyBegin, IdempotentOutcome, Identity, Inserted, NotificationState, Priority,
     Purged, Scope, StoredResponse,
 };
 pub use self::tenancy::{NameTaken, Organization, Project};
@@ -132,6 +132,16 @@ pub trait Store: Send + Sync + 'static {
     /// request whose first try timed out after writing it) is left as it
     /// is and returned.
     async fn insert_event(&self, event: &Event) -> StoreResult<Inserted>;
+    /// Like [`Store::insert_event`], and records `outcome` as the answer of
+    /// the idempotent request that creates the event (a claim begun with
+    /// the event's id as its resource) in the same write: either both are
+    /// stored or neither. An event already stored is returned as it is,
+    /// and the outcome is then not recorded (its answer is another).
+    async fn insert_event_with_outcome(
+        &self,
+        event: &Event,
+        outcome: &IdempotentOutcome,
+    ) -> StoreResult<Inserted>;
     /// One event of the scope, if it exists.
     async fn get_event(&self, scope: &Scope, id: Uuid) -> StoreResult<Option<Event>>;
     /// How many events the scope has.

@@ -341,6 +341,15 @@ pub struct StoredResponse {
     pub body: Vec<u8>,
 }
 
+/// The answer of an idempotent request, written in the same write as the
+/// event it created, so the event is never stored without it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotentOutcome {
+    /// The request's `Idempotency-Key` (its scope is the event's).
+    pub key: String,
+    pub response: StoredResponse,
+}
+
 /// The outcome of claiming an idempotency key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IdempotencyBegin {

@@ -24,7 +24,7 @@ use super::{
 use crate::{
     auth::AuthContext,
     error::ApiError,
-    idempotency::Reserved,
+    idempotency::{self, Reserved},
     request_id::RequestId,
     state::AppState,
     types::{Icon, Nullable},
@@ -180,7 +180,7 @@ impl EventsApi {
             id: req
                 .extensions()
                 .get::<Reserved>()
-                .map_or_else(Uuid::now_v7, |r| r.0),
+                .map_or_else(Uuid::now_v7, |r| r.id),
             scope: auth.scope.clone(),
             channel_name: input.channel_name,
             title: input.title,
@@ -201,10 +201,9 @@ impl EventsApi {
             request_id: Some(request_id.to_string()),
             notification_due_at: notify.then(|| self.state.outbox.pending_due(now)),
         };
-        let inserted = self
-            .state
-            .store
-            .insert_event(&event)
+        let reserved = req.extensions().get::<Reserved>();
+        let answer = || Success::new(EventOut::new(event.clone(), None), **request_id);
+        let inserted = idempotency::insert_event(&*self.state.store, &event, reserved, answer)
             .await
             .map_err(ApiError::from)?;
         let mut event = match inserted {

@@ -8,11 +8,46 @@ use uuid::Uuid;
 use super::{
     MongoStore, classify,
     codec::{date, event_from_doc, event_to_doc, opt_str, scope_filter, state_names},
-    find_all, is_duplicate_key,
+    find_all, idempotency, is_duplicate_key,
 };
-use crate::store::{Event, Inserted, NotificationState, Scope, StoreError, StoreResult};
+use crate::store::{
+    Event, IdempotentOutcome, Inserted, NotificationState, Scope, StoreError, StoreResult,
+};
 
 pub(super) async fn insert(store: &MongoStore, event: &Event) -> StoreResult<Inserted> {
+    insert_doc(store, event, event_to_doc(event)).await
+}
+
+/// Inserts the event carrying `outcome` in its own document (one document:
+/// atomic without a transaction), then copies it to the idempotency
+/// record. If that copy is lost (a crash, a deadline), the claim's
+/// take-over finds the outcome in the event (`idempotency::begin`), so the
+/// event is never without its outcome either way.
+pub(super) async fn insert_with_outcome(
+    store: &MongoStore,
+    event: &Event,
+    outcome: &IdempotentOutcome,
+) -> StoreResult<Inserted> {
+    let mut document = event_to_doc(event);
+    document.insert(
+        idempotency::OUTCOME_FIELD,
+        idempotency::outcome_to_doc(outcome),
+    );
+    let inserted = insert_doc(store, event, document).await?;
+    if inserted == Inserted::New
+        && let Err(e) =
+            idempotency::complete(store, &event.scope, &outcome.key, &outcome.response).await
+    {
+        tracing::warn!(eventId = %event.id, error = %e, "idempotency outcome kept in the event only");
+    }
+    Ok(inserted)
+}
+
+async fn insert_doc(
+    store: &MongoStore,
+    event: &Event,
+    document: mongodb::bson::Document,
+) -> StoreResult<Inserted> {
     let mut channel = scope_filter(&event.scope);
     channel.insert("name", &event.channel_name);
     let created = store
@@ -29,7 +64,7 @@ pub(super) async fn insert(store: &MongoStore, event: &Event) -> StoreResult<Ins
         Err(e) if !is_duplicate_key(&e) => return Err(classify(e)),
         _ => {}
     }
-    match store.events().insert_one(event_to_doc(event)).await {
+    match store.events().insert_one(document).await {
         Ok(_) => Ok(Inserted::New),
         Err(e) if is_duplicate_key(&e) => {
             let existing = store

@@ -1,6 +1,7 @@
 //! Idempotency keys: a claim per (scope, key) made by a unique index,
 //! replays of completed requests, and take-overs of claims whose request
-//! died. Records expire through a TTL index, and are also checked for age
+//! died (which first look for the outcome the request may have stored in
+//! its event, see `events::insert_with_outcome`). Records expire through a TTL index, and are also checked for age
 //! here because the TTL monitor runs only once a minute.
 
 use std::time::Duration;
@@ -14,7 +15,9 @@ use super::{
     codec::{corrupt, date, opt_str, scope_filter},
     is_duplicate_key,
 };
-use crate::store::{IdempotencyBegin, Scope, StoreError, StoreResult, StoredResponse};
+use crate::store::{
+    IdempotencyBegin, IdempotentOutcome, Scope, StoreError, StoreResult, StoredResponse,
+};
 
 // The trait's arguments, plus the store.
 #[allow(clippy::too_many_arguments)]
@@ -78,16 +81,8 @@ pub(super) async fn begin(
         if existing.get_str("fingerprint").ok() != Some(fingerprint) {
             return Ok(IdempotencyBegin::Mismatch);
         }
-        if let Ok(status) = existing.get_i32("status") {
-            let body = match existing.get("body") {
-                Some(Bson::Binary(b)) => b.bytes.clone(),
-                _ => Vec::new(),
-            };
-            return Ok(IdempotencyBegin::Replay(StoredResponse {
-                status: u16::try_from(status).map_err(|e| corrupt("idempotency", e))?,
-                content_type: opt_str(&existing, "contentType").unwrap_or_default(),
-                body,
-            }));
+        if existing.get_i32("status").is_ok() {
+            return Ok(IdempotencyBegin::Replay(stored_response(&existing)?));
         }
         if locked < stale_before {
             // Taken over: the id reserved by the first try stays, so
@@ -97,6 +92,12 @@ pub(super) async fn begin(
                 .ok()
                 .and_then(|r| Uuid::parse_str(r).ok())
                 .unwrap_or(resource);
+            // The first try stored its event with the outcome in it, and
+            // only the copy here was lost: that outcome is the answer.
+            if let Some(response) = outcome_in_event(store, scope, key, reserved).await? {
+                complete(store, scope, key, &response).await?;
+                return Ok(IdempotencyBegin::Replay(response));
+            }
             let mut guard = id.clone();
             guard.insert("lockedAt", date(&locked));
             guard.insert("status", Bson::Null);
@@ -121,6 +122,58 @@ pub(super) async fn begin(
     Err(StoreError::unavailable(format!(
         "idempotency key {key} is contended; try again"
     )))
+}
+
+/// The field of an event document that keeps the outcome of the
+/// idempotent request that created it.
+pub(super) const OUTCOME_FIELD: &str = "idempotency";
+
+pub(super) fn outcome_to_doc(outcome: &IdempotentOutcome) -> bson::Document {
+    doc! {
+        "key": &outcome.key,
+        "status": i32::from(outcome.response.status),
+        "contentType": &outcome.response.content_type,
+        "body": bson::Binary {
+            subtype: BinarySubtype::Generic,
+            bytes: outcome.response.body.clone(),
+        },
+    }
+}
+
+/// The outcome kept in the event `id` of `scope`, if a request with `key`
+/// created it.
+async fn outcome_in_event(
+    store: &MongoStore,
+    scope: &Scope,
+    key: &str,
+    id: Uuid,
+) -> StoreResult<Option<StoredResponse>> {
+    let mut filter = scope_filter(scope);
+    filter.insert("_id", id.to_string());
+    filter.insert(format!("{OUTCOME_FIELD}.key"), key);
+    let Some(event) = store.events().find_one(filter).await.map_err(classify)? else {
+        return Ok(None);
+    };
+    let outcome = event
+        .get_document(OUTCOME_FIELD)
+        .map_err(|e| corrupt("event", e))?;
+    Ok(Some(stored_response(outcome)?))
+}
+
+/// A response as kept in a record (`status`, `contentType`, `body`).
+fn stored_response(record: &bson::Document) -> StoreResult<StoredResponse> {
+    let status = record
+        .get_i32("status")
+        .map_err(|e| corrupt("idempotency", e))?;
+    let body = match record.get("body") {
+        Some(Bson::Binary(b)) => b.bytes.clone(),
+        _ => Vec::new(),
+    };
+    Ok(StoredResponse {
+        status: u16::try_from(status).map_err(|e| corrupt("idempotency", e))?,
+        content_type: opt_str(record, "contentType").unwrap_or_default(),
+        body,
+    })
 }
 
 pub(super) async fn complete(

@@ -1,63 +1,89 @@
 //! Events, the channels their first event creates (in the same
-//! transaction), and the notification state the outbox relay works from.
+//! transaction), the idempotency outcome of the request that created one
+//! (in the same transaction too), and the notification state the outbox
+//! relay works from. Inserts and state moves go through the group-commit
+//! writer.
 
 use chrono::{DateTime, Utc};
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use uuid::Uuid;
 
 use super::{
     SqliteStore,
     codec::{EVENT_COLUMNS, event_from_row, ms, state_list, to_json, ts},
+    idempotency,
 };
-use crate::store::{Event, Inserted, NotificationState, Scope, StoreResult};
+use crate::store::{Event, IdempotentOutcome, Inserted, NotificationState, Scope, StoreResult};
 
 pub(super) async fn insert(store: &SqliteStore, event: &Event) -> StoreResult<Inserted> {
     let e = event.clone();
-    store
-        .run(move |c| {
-            let tags = to_json(&e.tags)?;
-            let metadata = to_json(&e.metadata)?;
-            let created = ts(&e.created_at);
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let inserted = tx
-                .prepare_cached(&format!(
-                    "INSERT INTO events ({EVENT_COLUMNS}) \
-                     VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17) \
-                     ON CONFLICT (id) DO NOTHING"
-                ))?
-                .execute(params![
-                    e.id.to_string(),
-                    e.scope.org,
-                    e.scope.project,
-                    e.channel_name,
-                    e.title,
-                    e.description,
-                    e.icon,
-                    tags,
-                    metadata,
-                    e.user_id,
-                    e.notify,
-                    e.source,
-                    created,
-                    e.notification.as_str(),
-                    e.request_id,
-                    e.notification_due_at.as_ref().map(ms),
-                    e.priority.as_str(),
-                ])?;
-            if inserted == 0 {
-                let existing = tx
-                    .prepare_cached(&format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1"))?
-                    .query_row([e.id.to_string()], event_from_row)?;
-                return Ok(Inserted::Existing(Box::new(existing)));
-            }
-            tx.prepare_cached(
-                "INSERT OR IGNORE INTO channels (org, project, name, created_at) VALUES (?1,?2,?3,?4)",
-            )?
-            .execute(params![e.scope.org, e.scope.project, e.channel_name, created])?;
-            tx.commit()?;
-            Ok(Inserted::New)
-        })
-        .await
+    store.write(move |c| insert_in(c, &e, None)).await
+}
+
+pub(super) async fn insert_with_outcome(
+    store: &SqliteStore,
+    event: &Event,
+    outcome: &IdempotentOutcome,
+) -> StoreResult<Inserted> {
+    let e = event.clone();
+    let outcome = outcome.clone();
+    store.write(move |c| insert_in(c, &e, Some(&outcome))).await
+}
+
+/// Inserts `e` and its channel and, when it is new, records `outcome` on
+/// its idempotency claim, inside the writer's transaction.
+fn insert_in(
+    c: &Connection,
+    e: &Event,
+    outcome: Option<&IdempotentOutcome>,
+) -> rusqlite::Result<Inserted> {
+    let tags = to_json(&e.tags)?;
+    let metadata = to_json(&e.metadata)?;
+    let created = ts(&e.created_at);
+    let inserted = c
+        .prepare_cached(&format!(
+            "INSERT INTO events ({EVENT_COLUMNS}) \
+             VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17) \
+             ON CONFLICT (id) DO NOTHING"
+        ))?
+        .execute(params![
+            e.id.to_string(),
+            e.scope.org,
+            e.scope.project,
+            e.channel_name,
+            e.title,
+            e.description,
+            e.icon,
+            tags,
+            metadata,
+            e.user_id,
+            e.notify,
+            e.source,
+            created,
+            e.notification.as_str(),
+            e.request_id,
+            e.notification_due_at.as_ref().map(ms),
+            e.priority.as_str(),
+        ])?;
+    if inserted == 0 {
+        let existing = c
+            .prepare_cached(&format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1"))?
+            .query_row([e.id.to_string()], event_from_row)?;
+        return Ok(Inserted::Existing(Box::new(existing)));
+    }
+    c.prepare_cached(
+        "INSERT OR IGNORE INTO channels (org, project, name, created_at) VALUES (?1,?2,?3,?4)",
+    )?
+    .execute(params![
+        e.scope.org,
+        e.scope.project,
+        e.channel_name,
+        created
+    ])?;
+    if let Some(outcome) = outcome {
+        idempotency::complete_in(c, &e.scope, &outcome.key, &outcome.response)?;
+    }
+    Ok(Inserted::New)
 }
 
 pub(super) async fn get(
@@ -115,7 +141,7 @@ pub(super) async fn set_notification_state(
     let scope = scope.clone();
     let from = state_list(from);
     store
-        .run(move |c| {
+        .write(move |c| {
             let n = c
                 .prepare_cached(
                     "UPDATE events SET notification_state = ?4, notification_due_ms = ?6 \

@@ -1,12 +1,12 @@
-//! Idempotency keys: a claim per (scope, key) taken in one write-locked
-//! transaction, replays of completed requests, and take-overs of claims
+//! Idempotency keys: a claim per (scope, key) taken inside the group-commit
+//! writer's transaction, replays of completed requests, and take-overs of claims
 //! whose request died. SQLite has no TTL index, so expired rows are treated
 //! as absent and swept now and then.
 
 use std::{sync::atomic::Ordering, time::Duration};
 
 use chrono::{DateTime, Utc};
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use uuid::Uuid;
 
 use super::{SqliteStore, codec::parse_uuid};
@@ -39,8 +39,7 @@ pub(super) async fn begin(
         store.last_sweep_ms.store(now_ms, Ordering::Relaxed);
     }
     store
-        .run(move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        .write(move |tx| {
             if sweep {
                 tx.execute(
                     "DELETE FROM idempotency WHERE created_at_ms < ?1",
@@ -103,7 +102,6 @@ pub(super) async fn begin(
                     IdempotencyBegin::Started { resource }
                 }
             };
-            tx.commit()?;
             Ok(outcome)
         })
         .await
@@ -119,22 +117,31 @@ pub(super) async fn complete(
     let key = key.to_owned();
     let response = response.clone();
     store
-        .run(move |c| {
-            c.execute(
-                "UPDATE idempotency SET status = ?4, content_type = ?5, body = ?6 \
-                 WHERE org = ?1 AND project = ?2 AND key = ?3",
-                params![
-                    scope.org,
-                    scope.project,
-                    key,
-                    response.status,
-                    response.content_type,
-                    response.body
-                ],
-            )?;
-            Ok(())
-        })
+        .write(move |c| complete_in(c, &scope, &key, &response))
         .await
+}
+
+/// Records `response` on the claim of `key`, inside the writer's
+/// transaction (alone, or with the event the request created).
+pub(super) fn complete_in(
+    c: &Connection,
+    scope: &Scope,
+    key: &str,
+    response: &StoredResponse,
+) -> rusqlite::Result<()> {
+    c.prepare_cached(
+        "UPDATE idempotency SET status = ?4, content_type = ?5, body = ?6 \
+         WHERE org = ?1 AND project = ?2 AND key = ?3",
+    )?
+    .execute(params![
+        scope.org,
+        scope.project,
+        key,
+        response.status,
+        response.content_type,
+        response.body
+    ])?;
+    Ok(())
 }
 
 pub(super) async fn release(store: &SqliteStore, scope: &Scope, key: &str) -> StoreResult<()> {
@@ -169,7 +176,7 @@ async fn on_open_claim(
     let scope = scope.clone();
     let key = key.to_owned();
     store
-        .run(move |c| {
+        .write(move |c| {
             c.execute(sql, params![scope.org, scope.project, key])?;
             Ok(())
         })

@@ -6,13 +6,16 @@
 //! of SQLite errors; `codec` turns records into parameters and rows back;
 //! each aggregate has its module (`keys`, `events`, `history`, `identities`,
 //! `idempotency`, `devices`, `deliveries`, `tenancy`, `admins`), and `Store` is implemented by
-//! calling them (the table is in `super::by_aggregate`).
+//! calling them (the table is in `super::by_aggregate`). The writes of the
+//! hot write path go through `group_commit`, which commits the writes of
+//! concurrent requests together.
 
 mod admins;
 mod codec;
 mod deliveries;
 mod devices;
 mod events;
+mod group_commit;
 mod history;
 mod idempotency;
 mod identities;
@@ -33,6 +36,8 @@ use super::{SqliteSync, StoreError, StoreResult, by_aggregate::impl_store_by_agg
 
 pub struct SqliteStore {
     conn: tokio_rusqlite::Connection,
+    /// The group-commit writer, on the same connection.
+    writer: group_commit::Writer,
     /// When expired idempotency rows were last swept (SQLite has no TTL
     /// index), in Unix milliseconds.
     last_sweep_ms: AtomicI64,
@@ -73,6 +78,7 @@ impl SqliteStore {
         .await
         .map_err(classify)?;
         Ok(Self {
+            writer: group_commit::Writer::start(conn.clone()),
             conn,
             last_sweep_ms: AtomicI64::new(0),
             device_changes: Arc::default(),
@@ -86,6 +92,15 @@ impl SqliteStore {
     ) -> StoreResult<R> {
         self.conn.call(f).await.map_err(classify)
     }
+
+    /// Runs `f` in the writer's next batch: one transaction with the
+    /// writes of concurrent calls, answered once it is committed.
+    async fn write<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
+    ) -> StoreResult<R> {
+        self.writer.write(f).await
+    }
 }
 
 impl_store_by_aggregate!(SqliteStore);
@@ -97,7 +112,15 @@ async fn round_trip(store: &SqliteStore) -> StoreResult<()> {
 /// Sorts SQLite errors into "busy, try again" and everything else.
 fn classify(e: tokio_rusqlite::Error<rusqlite::Error>) -> StoreError {
     match e {
-        tokio_rusqlite::Error::Error(e @ rusqlite::Error::SqliteFailure(f, _))
+        tokio_rusqlite::Error::Error(e) => classify_sqlite(e),
+        other => StoreError::Backend(anyhow::Error::new(other)),
+    }
+}
+
+/// [`classify`] for an error of the connection itself.
+fn classify_sqlite(e: rusqlite::Error) -> StoreError {
+    match e {
+        e @ rusqlite::Error::SqliteFailure(f, _)
             if matches!(
                 f.code,
                 rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked

@@ -1,0 +1,209 @@
+//! Group commit for the embedded store. The writes of the hot write path
+//! (claiming and settling idempotency keys, recording an event with its
+//! idempotency outcome, moving its notification state) are queued to one
+//! writer per store, which runs every write queued meanwhile in one
+//! transaction and commits (and syncs) once for all of them. Each caller is
+//! answered only after its batch committed.
+//!
+//! Each write runs in a savepoint of its own: a write that fails is rolled
+//! back alone and its caller gets its own error, while its batch-mates are
+//! committed. When the batch itself cannot begin or commit, nothing of it is
+//! stored and every caller gets `Unavailable` (a 503). A write whose caller
+//! stopped waiting (its deadline fired) before the batch started is
+//! skipped, so the 503 that caller got is the truth. Writes run in the order
+//! they were queued, so a claim and the unlock queued behind it never swap,
+//! and two claims of one key in one batch see each other.
+//!
+//! The writer is a task that takes the first write off the queue, then runs
+//! on the connection's thread, where it also drains whatever was queued
+//! while it waited for that thread.
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicU64, Ordering},
+};
+
+use rusqlite::{Connection, TransactionBehavior};
+use tokio::sync::{mpsc, oneshot};
+
+use super::classify_sqlite;
+use crate::store::{StoreError, StoreResult};
+
+/// The most writes one transaction takes; the rest wait for the next one.
+const MAX_BATCH: usize = 512;
+/// Writes that may wait in the queue before callers wait to queue theirs.
+const QUEUE: usize = 4096;
+
+/// A queued write, type-erased so one queue carries them all.
+trait Write: Send {
+    /// Whether its caller still waits for the answer.
+    fn wanted(&self) -> bool;
+    /// Runs the write; false when it failed (its savepoint is rolled back).
+    fn run(&mut self, c: &Connection) -> bool;
+    /// Answers the caller: its own result once the batch committed, or
+    /// `batch_failed` when it did not.
+    fn answer(self: Box<Self>, batch_failed: Option<&str>);
+}
+
+struct Pending<F, R> {
+    work: Option<F>,
+    result: Option<rusqlite::Result<R>>,
+    reply: oneshot::Sender<StoreResult<R>>,
+}
+
+impl<F, R> Write for Pending<F, R>
+where
+    F: FnOnce(&Connection) -> rusqlite::Result<R> + Send,
+    R: Send,
+{
+    fn wanted(&self) -> bool {
+        !self.reply.is_closed()
+    }
+
+    fn run(&mut self, c: &Connection) -> bool {
+        let Some(work) = self.work.take() else {
+            return false;
+        };
+        let result = work(c);
+        let ok = result.is_ok();
+        self.result = Some(result);
+        ok
+    }
+
+    fn answer(self: Box<Self>, batch_failed: Option<&str>) {
+        let answer = match (batch_failed, self.result) {
+            (None, Some(result)) => result.map_err(classify_sqlite),
+            (failed, _) => Err(StoreError::unavailable(format!(
+                "the write's batch was not committed: {}",
+                failed.unwrap_or("the write never ran")
+            ))),
+        };
+        // The caller may have stopped waiting since; nothing to do then.
+        let _ = self.reply.send(answer);
+    }
+}
+
+/// The handle callers queue their writes with.
+#[derive(Clone)]
+pub(super) struct Writer {
+    queue: mpsc::Sender<Box<dyn Write>>,
+    // Read by the tests, to see how writes were batched.
+    #[cfg_attr(not(test), allow(dead_code))]
+    counts: Arc<Counts>,
+}
+
+/// What the writer has done, for tests and logs.
+#[derive(Default)]
+pub(super) struct Counts {
+    /// Transactions committed.
+    pub(super) batches: AtomicU64,
+    /// Writes answered from committed transactions.
+    pub(super) writes: AtomicU64,
+}
+
+impl Writer {
+    /// Starts the writer of `conn` on the current runtime. It stops once
+    /// every handle is dropped and the queue is empty.
+    pub(super) fn start(conn: tokio_rusqlite::Connection) -> Self {
+        let (queue, rx) = mpsc::channel(QUEUE);
+        let counts = Arc::new(Counts::default());
+        tokio::spawn(run(conn, rx, Arc::clone(&counts)));
+        Self { queue, counts }
+    }
+
+    /// Runs `work` in the next batch and returns its result once that batch
+    /// is committed.
+    pub(super) async fn write<R, F>(&self, work: F) -> StoreResult<R>
+    where
+        F: FnOnce(&Connection) -> rusqlite::Result<R> + Send + 'static,
+        R: Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let pending = Pending {
+            work: Some(work),
+            result: None,
+            reply,
+        };
+        self.queue
+            .send(Box::new(pending))
+            .await
+            .map_err(|_| StoreError::unavailable("the store's writer has stopped"))?;
+        answer
+            .await
+            .map_err(|_| StoreError::unavailable("the store's writer has stopped"))?
+    }
+
+    #[cfg(test)]
+    pub(super) fn counts(&self) -> &Counts {
+        &self.counts
+    }
+}
+
+async fn run(
+    conn: tokio_rusqlite::Connection,
+    mut rx: mpsc::Receiver<Box<dyn Write>>,
+    counts: Arc<Counts>,
+) {
+    while let Some(first) = rx.recv().await {
+        let counts = Arc::clone(&counts);
+        let ran = conn
+            .call(move |c| {
+                let mut batch = vec![first];
+                while batch.len() < MAX_BATCH {
+                    match rx.try_recv() {
+                        Ok(write) => batch.push(write),
+                        Err(_) => break,
+                    }
+                }
+                commit(c, batch, &counts);
+                Ok::<_, rusqlite::Error>(rx)
+            })
+            .await;
+        match ran {
+            Ok(back) => rx = back,
+            Err(e) => {
+                // The connection is gone: the queue goes with it, and every
+                // caller still waiting is told the writer stopped.
+                tracing::error!(error = %e, "the store's writer stopped");
+                return;
+            }
+        }
+    }
+}
+
+/// Runs the writes still wanted in one transaction and answers each.
+fn commit(c: &mut Connection, batch: Vec<Box<dyn Write>>, counts: &Counts) {
+    let mut batch: Vec<_> = batch.into_iter().filter(|w| w.wanted()).collect();
+    if batch.is_empty() {
+        return;
+    }
+    let outcome = run_all(c, &mut batch);
+    let failed = outcome.as_ref().err().map(|e| e.to_string());
+    if failed.is_none() {
+        counts.batches.fetch_add(1, Ordering::Relaxed);
+        counts
+            .writes
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+    } else {
+        tracing::warn!(writes = batch.len(), error = ?failed, "a batch of writes was not committed");
+    }
+    for write in batch {
+        write.answer(failed.as_deref());
+    }
+}
+
+fn run_all(c: &mut Connection, batch: &mut [Box<dyn Write>]) -> rusqlite::Result<()> {
+    let mut tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    for write in batch.iter_mut() {
+        let savepoint = tx.savepoint()?;
+        if write.run(&savepoint) {
+            savepoint.commit()?;
+        }
+        // A failed write's savepoint rolls back as it is dropped.
+    }
+    tx.commit()
+}
+
+#[cfg(test)]
+#[path = "group_commit_tests.rs"]
+mod tests;
