@@ -99,6 +99,7 @@ async fn pushes_per_second_to_a_5_ms_push_service() {
             notification: NotificationState::Queued,
             request_id: None,
             notification_due_at: None,
+            priority: Default::default(),
         };
         store.insert_event(&event).await.expect("event");
         ids.push(event.id);
