@@ -14,6 +14,7 @@ mod errors;
 mod events;
 mod idempotency;
 mod identify;
+mod key_cache;
 mod layout;
 mod messages;
 mod metrics;
