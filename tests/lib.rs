@@ -18,6 +18,7 @@ pub mod process;
 pub mod proxy;
 pub mod push_service;
 pub mod recording;
+pub mod revocation;
 
 use std::{
     io::{BufRead as _, BufReader},

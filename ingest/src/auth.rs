@@ -2,7 +2,8 @@
 //! organization and project and what it may do (for `/v1`), or the admin
 //! whose token it is (for `/admin/v1`). Secrets are looked up by their
 //! hash; a secret of the other kind is refused by its shape, before any
-//! lookup, with a message naming the credential the route takes.
+//! lookup, with a message naming the credential the route takes. API keys
+//! are read through the [`KeyCache`].
 
 use common::{
     keys::{SecretKind, hash_secret},
@@ -10,6 +11,8 @@ use common::{
 };
 use poem::http::{HeaderMap, header};
 use uuid::Uuid;
+
+use crate::key_cache::KeyCache;
 
 /// Who is calling: the key and the organization and project it belongs to.
 #[derive(Debug, Clone)]
@@ -101,13 +104,14 @@ fn presented(headers: &HeaderMap, kind: SecretKind) -> Result<&str, AuthError> {
 
 /// Authenticates a request to the API from its headers.
 pub async fn authenticate(
+    keys: &KeyCache,
     store: &dyn Store,
     headers: &HeaderMap,
 ) -> Result<AuthContext, AuthError> {
     let kind = SecretKind::ApiKey;
     let hash = hash_secret(presented(headers, kind)?);
-    let key = store
-        .find_api_key_by_hash(&hash)
+    let key = keys
+        .find(store, &hash)
         .await?
         // The secret a rotation replaced works only while its grace lasts.
         .filter(|key| key.accepts(&hash, common::time::now()))
@@ -117,9 +121,9 @@ pub async fn authenticate(
     }
     Ok(AuthContext {
         key_id: key.id,
-        scope: key.scope,
+        scope: key.scope.clone(),
         rate_limit: key.rate_limit,
-        scopes: key.scopes,
+        scopes: key.scopes.clone(),
     })
 }
 

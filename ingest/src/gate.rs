@@ -79,7 +79,7 @@ pub async fn gate<E: Endpoint>(
                     decision
                 })
         } else {
-            authenticate(state.store.as_ref(), req.headers())
+            authenticate(&state.keys, state.store.as_ref(), req.headers())
                 .await
                 .map(|auth| {
                     let decision = limits.check_key(auth.key_id, auth.rate_limit);

@@ -36,6 +36,7 @@ mod error;
 mod gate;
 mod header_limit;
 mod idempotency;
+mod key_cache;
 mod last_used;
 mod metrics;
 mod openapi;

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use common::{endpoint::EndpointPolicy, store::Store};
 
 use crate::{
-    api::stream::StreamSlots, config::Config, last_used::LastUsed, metrics::IngestMetrics,
-    outbox::Outbox, rate_limit::RateLimits, tail::Tail,
+    api::stream::StreamSlots, config::Config, key_cache::KeyCache, last_used::LastUsed,
+    metrics::IngestMetrics, outbox::Outbox, rate_limit::RateLimits, tail::Tail,
 };
 
 pub struct AppState {
@@ -23,6 +23,8 @@ pub struct AppState {
     pub streams: StreamSlots,
     /// When each key was last used, until written.
     pub last_used: Arc<LastUsed>,
+    /// API keys as recently read, so most requests skip the store.
+    pub keys: KeyCache,
 }
 
 impl AppState {
@@ -52,6 +54,7 @@ impl AppState {
             tail,
             streams,
             last_used: Arc::default(),
+            keys: KeyCache::default(),
         }
     }
 }

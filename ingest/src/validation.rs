@@ -5,7 +5,12 @@
 //! stops at the first fault, so request bodies go through [`ValidatedJson`]
 //! instead: the body is checked with a JSON Schema 2020-12 validator built
 //! from the generated OpenAPI 3.1 document, every fault is collected with its
-//! path, and only a valid body reaches the handler. [`messages`] words each
+//! path, and only a valid body reaches the handler. The body is parsed once,
+//! to a `Value`; a valid one costs the validator's fast path (`is_valid`,
+//! no error paths built) and one walk that checks its depth and normalises
+//! its numbers, and the typed struct is then taken from that `Value`; the
+//! faults are only worked out and worded for a body that has some.
+//! [`messages`] words each
 //! fault for a person (what is expected, never the validator's regex), and
 //! [`unknown`] names the field an unknown one most likely meant.
 
@@ -37,6 +42,8 @@ pub const MAX_DEPTH: usize = 16;
 /// One compiled validator per request-body schema of the API.
 pub struct SchemaValidators {
     by_schema: HashMap<String, jsonschema::Validator>,
+    /// The schemas that are a `oneOf` of variants (see `variant_of`).
+    unions: HashSet<String>,
     /// The document the validators were built from (its component schemas),
     /// where a fault's schema is looked up for the words of its message.
     root: Value,
@@ -51,6 +58,11 @@ impl SchemaValidators {
             .and_then(Value::as_object)
             .ok_or_else(|| anyhow::anyhow!("the OpenAPI document has no component schemas"))?;
         let mut by_schema = HashMap::new();
+        let unions = components
+            .iter()
+            .filter(|(_, schema)| schema.get("oneOf").is_some())
+            .map(|(name, _)| name.clone())
+            .collect();
         let root = serde_json::json!({ "components": { "schemas": components } });
         for name in components.keys() {
             let mut root = root.clone();
@@ -62,14 +74,20 @@ impl SchemaValidators {
                 .map_err(|e| anyhow::anyhow!("schema {name} does not compile: {e}"))?;
             by_schema.insert(name.clone(), validator);
         }
-        Ok(Self { by_schema, root })
+        Ok(Self {
+            by_schema,
+            unions,
+            root,
+        })
     }
 
-    /// Every fault of `value` against the named schema, in document order.
-    /// A `oneOf` of variants told apart by a tag (`kind`) is checked against
-    /// the variant the value's tag names, so its faults read as that
-    /// variant's do (a oneOf's own verdict, "matches none", helps no one).
-    pub fn check(&self, schema: &str, value: &Value) -> Result<(), Vec<FieldError>> {
+    /// Checks `value` against the named schema and, when it passes, readies
+    /// it for the typed parse ([`integral_numbers`]); otherwise returns every
+    /// fault, in document order. A `oneOf` of variants told apart by a tag
+    /// (`kind`) is checked against the variant the value's tag names, so its
+    /// faults read as that variant's do (a oneOf's own verdict, "matches
+    /// none", helps no one).
+    pub fn accept(&self, schema: &str, value: &mut Value) -> Result<(), Vec<FieldError>> {
         let variant = self.variant_of(schema, value)?;
         let schema = variant.as_deref().unwrap_or(schema);
         let Some(validator) = self.by_schema.get(schema) else {
@@ -77,6 +95,21 @@ impl SchemaValidators {
             // refusing it is safer than accepting it unchecked.
             return Err(vec![FieldError::new(vec![], "unsupported request body")]);
         };
+        if validator.is_valid(value) && settle(value, 0) {
+            return Ok(());
+        }
+        let faults = self.faults(validator, value);
+        if faults.is_empty() {
+            // Not expected (the fast path and the full one agree); the full
+            // verdict is the one errors are reported from, so it decides.
+            integral_numbers(value);
+            return Ok(());
+        }
+        Err(faults)
+    }
+
+    /// Every fault of `value` against `validator`, worded.
+    fn faults(&self, validator: &jsonschema::Validator, value: &Value) -> Vec<FieldError> {
         let mut faults: Vec<FieldError> = validator
             .iter_errors(value)
             .flat_map(|e| messages::describe(&e, &self.root))
@@ -86,11 +119,7 @@ impl SchemaValidators {
         let mut seen = HashSet::new();
         faults.retain(|f| seen.insert((f.path.clone(), f.message.clone())));
         too_deep(value, &mut Vec::new(), 0, &mut faults);
-        if faults.is_empty() {
-            Ok(())
-        } else {
-            Err(faults)
-        }
+        faults
     }
 }
 
@@ -117,6 +146,9 @@ impl SchemaValidators {
     /// for a schema that is not such a union.
     fn variant_of(&self, schema: &str, value: &Value) -> Result<Option<String>, Vec<FieldError>> {
         const TAG: &str = "kind";
+        if !self.unions.contains(schema) {
+            return Ok(None);
+        }
         let Some(variants) = self
             .root
             .pointer(&format!("/components/schemas/{schema}/oneOf"))
@@ -153,6 +185,25 @@ impl SchemaValidators {
             vec![TAG.to_owned()],
             format!("must be one of: {}", tags.join(", ")),
         )])
+    }
+}
+
+/// For a body the schema accepts: normalises its numbers as
+/// [`integral_numbers`] does, in the same walk that checks its nesting;
+/// false when it is nested deeper than [`MAX_DEPTH`] ([`too_deep`] then
+/// says where).
+fn settle(value: &mut Value, depth: usize) -> bool {
+    if depth > MAX_DEPTH {
+        return false;
+    }
+    match value {
+        Value::Array(items) => items.iter_mut().all(|v| settle(v, depth + 1)),
+        Value::Object(map) => map.values_mut().all(|v| settle(v, depth + 1)),
+        number @ Value::Number(_) => {
+            integral_numbers(number);
+            true
+        }
+        _ => true,
     }
 }
 
@@ -213,18 +264,17 @@ impl<T: ParseFromJSON> ParsePayload for ValidatedJson<T> {
     }
 }
 
-/// A body checked against `T`'s published schema, then parsed.
+/// A body checked against `T`'s published schema, then made a `T` from the
+/// one `Value` it was parsed to.
 fn parse_validated<T: ParseFromJSON>(request: &Request, bytes: &[u8]) -> poem::Result<T> {
     let validators = request
         .data::<Arc<SchemaValidators>>()
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("schema validators missing")))?;
-    let value: Value = serde_json::from_slice(bytes)
+    let mut value: Value = serde_json::from_slice(bytes)
         .map_err(|e| ApiError::MalformedJson(format!("invalid JSON: {e}")))?;
     validators
-        .check(&T::name(), &value)
+        .accept(&T::name(), &mut value)
         .map_err(ApiError::Validation)?;
-    let mut value = value;
-    integral_numbers(&mut value);
     T::parse_from_json(Some(value)).map_err(|e| {
         // The schema and the type disagree: a bug, not the client's fault.
         ApiError::Internal(anyhow::anyhow!(

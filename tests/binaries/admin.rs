@@ -2,13 +2,17 @@
 //! API of a running `ingest`, in both storage modes: the CLI and the API
 //! write the same records (a key made either way is listed and revocable
 //! both ways), every command and action is in the audit log, and no secret
-//! is in the audit log or in any line the server logs.
+//! is in the audit log or in any line the server logs. A key the CLI
+//! revokes is refused by the running server within a second.
+
+use std::time::Instant;
 
 use reqwest::Method;
 use serde_json::{Value, json};
 use tocsin_tests::{
     mongo_uri,
     process::{self, Service},
+    revocation::refused_within_bound,
     unique_db_name,
 };
 
@@ -198,6 +202,55 @@ async fn cli_and_admin_api_share_records_in_embedded_mode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_and_admin_api_share_records_on_mongodb() {
     cli_and_admin_api_share_records(vec![
+        ("MONGODB_URI", mongo_uri()),
+        ("MONGODB_DATABASE", unique_db_name()),
+    ])
+    .await;
+}
+
+/// A key the running server has in its cache, revoked by the CLI (another
+/// process): refused within the documented bound.
+async fn a_key_revoked_by_the_cli_is_refused_by_a_running_server(
+    mut env: Vec<(&'static str, String)>,
+) {
+    let key = run(
+        &env,
+        &["keys", "create", "--org", "acme", "--project", "web"],
+    );
+    let id = json_lines(&run(&env, &["keys", "list", "--json"]))[0]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    env.push(("INGEST_LISTEN", "127.0.0.1:0".into()));
+    env.push(("INGEST_LOG_FORMAT", "json".into()));
+    let (_service, base) = process::start_ingest(&env).await;
+    let event = json!({ "channelName": "c", "title": "t" });
+    for _ in 0..3 {
+        assert_eq!(
+            process::post(&base, "/v1/events", &key, &event).await.0,
+            201
+        );
+    }
+    run(&env, &["keys", "revoke", &id]);
+    refused_within_bound(Instant::now(), async || {
+        process::post(&base, "/v1/events", &key, &event).await.0
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_revoked_by_the_cli_is_refused_by_a_running_server_in_embedded_mode() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    a_key_revoked_by_the_cli_is_refused_by_a_running_server(vec![(
+        "INGEST_DATA_DIR",
+        dir.path().display().to_string(),
+    )])
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_revoked_by_the_cli_is_refused_by_a_running_server_on_mongodb() {
+    a_key_revoked_by_the_cli_is_refused_by_a_running_server(vec![
         ("MONGODB_URI", mongo_uri()),
         ("MONGODB_DATABASE", unique_db_name()),
     ])

@@ -18,6 +18,7 @@ mod fcm;
 mod group_commit;
 mod idempotency;
 mod identify;
+mod key_cache;
 mod layout;
 mod messages;
 mod metrics;

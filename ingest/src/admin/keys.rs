@@ -313,6 +313,8 @@ impl KeysApi {
             .await
             .map_err(ApiError::from)?
         {
+            // Refused from this request on, not when the cache expires.
+            self.state.keys.forget_all();
             let target = target("key", key.id, key.name.as_deref());
             admin
                 .audit(&self.state, "key.revoke", target, details(json!({})))
@@ -366,6 +368,9 @@ impl KeysApi {
         if !rotated {
             return Err(revoked().into());
         }
+        // The replaced secret's grace starts now: no cached copy of the key
+        // from before the rotation may outlive it.
+        self.state.keys.forget_all();
         let about = details(json!({ "gracePeriodSeconds": grace }));
         admin
             .audit(

@@ -79,7 +79,7 @@ enum KeysCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Revoke a key by id; requests with it get 401 from then on.
+    /// Revoke a key by id; running servers refuse it (401) within a second.
     Revoke {
         /// The key's id, as shown by `keys list`.
         id: Uuid,
