@@ -34,6 +34,7 @@ fn event(channel: &str) -> Event {
         notification: NotificationState::Skipped,
         request_id: None,
         notification_due_at: None,
+        priority: Default::default(),
     }
 }
 
