@@ -22,9 +22,9 @@ macro_rules! impl_store_by_aggregate {
 
             use $crate::store::{
                 Admin, ApiKey, AuditEntry, Bucket, ChannelStats, Delivery, DeliveryClaim, Device,
-                DeviceRegistration, Event, EventFilter, EventPosition, IdempotencyBegin, IdempotentOutcome, Identity,
-                Inserted, NameTaken, NotificationState, Organization, Project, Purged, Scope,
-                Store, StoreResult, StoredResponse,
+                DeviceRegistration, Event, EventFilter, EventPosition, IdempotencyBegin,
+                IdempotentOutcome, Identity, Inserted, NameTaken, NotificationState, Organization,
+                Project, Purged, Scope, Store, StoreResult, StoredResponse,
                 lease::{ClaimKey, ClaimRequest},
             };
 

@@ -12,9 +12,9 @@ use uuid::Uuid;
 
 use super::{
     Admin, ApiKey, AuditEntry, Bucket, ChannelStats, Delivery, DeliveryClaim, Device,
-    DeviceRegistration, Event, EventFilter, EventPosition, IdempotencyBegin, IdempotentOutcome, Identity, Inserted,
-    NameTaken, NotificationState, Organization, Project, Purged, Scope, Store, StoreResult,
-    StoredResponse,
+    DeviceRegistration, Event, EventFilter, EventPosition, IdempotencyBegin, IdempotentOutcome,
+    Identity, Inserted, NameTaken, NotificationState, Organization, Project, Purged, Scope, Store,
+    StoreResult, StoredResponse,
     lease::{ClaimKey, ClaimRequest},
 };
 

@@ -29,8 +29,8 @@ use self::deadline::Deadline;
 pub use self::device::{Device, DeviceKind, DeviceRegistration, PushTarget, WebPushSubscription};
 pub use self::model::{
     ApnsEnvironment, Bucket, ChannelStats, Delivery, DeliveryClaim, DeliveryState, Event,
-    EventFilter, EventPosition, IdempotencyBegin, IdempotentOutcome, Identity, Inserted, NotificationState, Priority,
-    Purged, Scope, StoredResponse,
+    EventFilter, EventPosition, IdempotencyBegin, IdempotentOutcome, Identity, Inserted,
+    NotificationState, Priority, Purged, Scope, StoredResponse,
 };
 pub use self::tenancy::{NameTaken, Organization, Project};
 
