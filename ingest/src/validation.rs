@@ -15,6 +15,7 @@
 //! [`unknown`] names the field an unknown one most likely meant.
 
 mod messages;
+mod refs;
 mod unknown;
 
 pub(crate) use unknown::closest_name;
@@ -65,12 +66,14 @@ impl SchemaValidators {
             .collect();
         let root = serde_json::json!({ "components": { "schemas": components } });
         for name in components.keys() {
-            let mut root = root.clone();
-            root["$ref"] = Value::String(format!("#/components/schemas/{name}"));
+            let schema = serde_json::json!({
+                "$ref": format!("#/components/schemas/{name}"),
+                "components": { "schemas": refs::reachable(components, name) },
+            });
             let validator = jsonschema::draft202012::options()
                 .should_validate_formats(true)
                 .with_format("emoji", is_single_emoji)
-                .build(&root)
+                .build(&schema)
                 .map_err(|e| anyhow::anyhow!("schema {name} does not compile: {e}"))?;
             by_schema.insert(name.clone(), validator);
         }
