@@ -12,6 +12,9 @@
 #   notify:true 4 dev    ... with 4 devices (the logging provider), and
 #                        whether the pushes' backlog is 0 within 2 s after
 #                        the load stops
+#   synchronous=full     notify:false again, on a second ingest that syncs
+#                        every commit (INGEST_SQLITE_SYNCHRONOUS=full): what
+#                        surviving a power loss costs
 #
 # each with requests/s, the ratio to the baseline row, p50 and p99, and the
 # server's resident memory after the row (VmRSS, and its peak VmHWM). The
@@ -126,17 +129,24 @@ row "baseline" "http://127.0.0.1:$port/v1/events"
 row "baseline + SQLite" "http://127.0.0.1:$port/v1/events/sqlite"
 stop_server
 
-# Ingest, embedded mode, every row against one process (as one serving
-# would: its memory after the run is that of all the events recorded).
-port="$(free_port)"
-base="http://127.0.0.1:$port"
-data="$scratch/ingest"
-INGEST_DATA_DIR="$data" INGEST_LISTEN="127.0.0.1:$port" INGEST_LOG_FORMAT=json RUST_LOG=warn \
-  "$ingest" >"$scratch/ingest.log" 2>&1 &
-server=$!
-wait_up "$base/healthz"
-TOCSIN_KEY="$(INGEST_DATA_DIR="$data" "$ingest" keys create --org bench --project bench --rate-limit 1000000000 2>/dev/null)"
-export TOCSIN_KEY
+# Starts ingest in embedded mode on a fresh data directory named $1, with
+# the environment assignments that follow, and makes its key.
+start_ingest() {
+  local data="$scratch/$1"
+  shift
+  port="$(free_port)"
+  base="http://127.0.0.1:$port"
+  env "$@" INGEST_DATA_DIR="$data" INGEST_LISTEN="127.0.0.1:$port" INGEST_LOG_FORMAT=json RUST_LOG=warn \
+    "$ingest" >"$data.log" 2>&1 &
+  server=$!
+  wait_up "$base/healthz"
+  TOCSIN_KEY="$(INGEST_DATA_DIR="$data" "$ingest" keys create --org bench --project bench --rate-limit 1000000000 2>/dev/null)"
+  export TOCSIN_KEY
+}
+
+# Ingest, every row against one process (as one serving would: its memory
+# after the run is that of all the events recorded).
+start_ingest ingest
 total=0
 row "notify:false" "$base/v1/events"
 total=$((total + created))
@@ -176,6 +186,10 @@ else
   echo "  backlog 0 within 2 s after the load: no (drained after $drained s; $pushes pushes)"
 fi
 echo "ingest after $total events: RSS now/peak $(memory)"
+stop_server
+
+start_ingest ingest-full INGEST_SQLITE_SYNCHRONOUS=full
+row "synchronous=full" "$base/v1/events"
 stop_server
 
 echo

@@ -10,13 +10,14 @@ use tocsin_tests::{process, workspace_root};
 
 /// The rows the script prints, each followed by req/s, ratio, p50, p99 and
 /// the server's memory.
-const ROWS: [&str; 6] = [
+const ROWS: [&str; 7] = [
     "baseline ",
     "baseline + SQLite ",
     "notify:false ",
     "idempotency-key ",
     "notify:true, no device ",
     "notify:true, 4 devices ",
+    "synchronous=full ",
 ];
 
 #[test]

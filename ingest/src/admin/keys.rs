@@ -291,7 +291,9 @@ impl KeysApi {
 
     /// Revoke an API key
     ///
-    /// Requests with it get 401 from then on; it stays listed, revoked.
+    /// Requests with it get 401 from then on at the replica that answers
+    /// this call, and within one second at every other one (each caches a
+    /// key it has checked for at most a second); it stays listed, revoked.
     /// Revoking a revoked key changes nothing.
     #[oai(
         path = "/admin/v1/keys/:keyId/revoke",

@@ -432,7 +432,9 @@ export interface paths {
         put?: never;
         /**
          * Revoke an API key
-         * @description Requests with it get 401 from then on; it stays listed, revoked.
+         * @description Requests with it get 401 from then on at the replica that answers
+         *     this call, and within one second at every other one (each caches a
+         *     key it has checked for at most a second); it stays listed, revoked.
          *     Revoking a revoked key changes nothing.
          */
         post: operations["adminRevokeKey"];

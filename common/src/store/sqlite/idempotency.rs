@@ -78,7 +78,7 @@ pub(super) async fn begin(
                     } else if locked < stale_before {
                         // Taken over: the id reserved by the first try stays,
                         // so what it may have written is found, not doubled.
-                        let resource = reserved.unwrap_or(fresh);
+                        let resource = reserved.unwrap_or_else(|| fresh.clone());
                         tx.execute(
                             "UPDATE idempotency SET locked_at_ms = ?4, resource_id = ?5 \
                              WHERE org = ?1 AND project = ?2 AND key = ?3",

@@ -97,7 +97,7 @@ impl SqliteStore {
     /// writes of concurrent calls, answered once it is committed.
     async fn write<R: Send + 'static>(
         &self,
-        f: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
+        f: impl Fn(&rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
     ) -> StoreResult<R> {
         self.writer.write(f).await
     }
