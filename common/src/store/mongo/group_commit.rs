@@ -44,7 +44,7 @@ use uuid::Uuid;
 use super::{
     bulk_insert::{self, Written},
     classify,
-    codec::{date, event_from_doc, scope_filter},
+    codec::{date, event_from_doc},
     idempotency, is_duplicate_key,
 };
 use crate::store::{Event, IdempotentOutcome, Inserted, Scope, StoreError, StoreResult};
@@ -70,7 +70,7 @@ pub(super) struct Collections {
 struct Pending {
     id: Uuid,
     scope: Scope,
-    channel: String,
+    channel: ChannelKey,
     created_at: DateTime<Utc>,
     document: Document,
     outcome: Option<IdempotentOutcome>,
@@ -81,14 +81,6 @@ impl Pending {
     /// Whether its caller still waits for the answer.
     fn wanted(&self) -> bool {
         !self.reply.is_closed()
-    }
-
-    fn channel_key(&self) -> ChannelKey {
-        (
-            self.scope.org.clone(),
-            self.scope.project.clone(),
-            self.channel.clone(),
-        )
     }
 }
 
@@ -144,7 +136,11 @@ impl Writer {
         let pending = Pending {
             id: event.id,
             scope: event.scope.clone(),
-            channel: event.channel_name.clone(),
+            channel: (
+                event.scope.org.clone(),
+                event.scope.project.clone(),
+                event.channel_name.clone(),
+            ),
             created_at: event.created_at,
             document,
             outcome,
@@ -199,7 +195,7 @@ async fn write(
     let mut done = Vec::new();
     let mut sending = Vec::new();
     for pending in batch {
-        if let Some(e) = failed.get(&pending.channel_key()) {
+        if let Some(e) = failed.get(&pending.channel) {
             done.push((pending, Written::Failed(classify(e.clone()))));
         } else if pending.wanted() {
             sending.push(pending);
@@ -230,13 +226,10 @@ async fn create_channels(
     batch: &[Pending],
     counts: &Counts,
 ) -> HashMap<ChannelKey, mongodb::error::Error> {
-    let mut unknown: HashMap<ChannelKey, (&Scope, &str, DateTime<Utc>)> = HashMap::new();
+    let mut unknown: HashMap<&ChannelKey, DateTime<Utc>> = HashMap::new();
     for p in batch {
-        let key = p.channel_key();
-        if !known.contains(&key) {
-            unknown
-                .entry(key)
-                .or_insert((&p.scope, p.channel.as_str(), p.created_at));
+        if !known.contains(&p.channel) {
+            unknown.entry(&p.channel).or_insert(p.created_at);
         }
     }
     if unknown.is_empty() {
@@ -245,9 +238,9 @@ async fn create_channels(
     counts
         .channel_upserts
         .fetch_add(unknown.len() as u64, Ordering::Relaxed);
-    let upserts = unknown.into_iter().map(|(key, (scope, name, created))| {
-        let mut channel = scope_filter(scope);
-        channel.insert("name", name);
+    let upserts = unknown.into_iter().map(|(key, created)| {
+        let (org, project, name) = key;
+        let channel = doc! { "org": org, "project": project, "name": name };
         let upsert = to
             .channels
             .update_one(
@@ -263,13 +256,13 @@ async fn create_channels(
             // Two first events racing to create one channel: the loser's
             // upsert hits the unique index, and the channel exists either way.
             Err(e) if !is_duplicate_key(&e) => {
-                failed.insert(key, e);
+                failed.insert(key.clone(), e);
             }
             _ => {
                 if known.len() >= KNOWN_CHANNELS {
                     known.clear();
                 }
-                known.insert(key);
+                known.insert(key.clone());
             }
         }
     }
