@@ -1,7 +1,9 @@
 //! A TCP proxy a test can cut and restore, to take a store or a broker away
 //! from a running service and give it back. Cutting can refuse (connections
 //! close at once) or black-hole (connections stay open and nothing answers,
-//! the failure that makes clients hang without deadlines).
+//! the failure that makes clients hang without deadlines). Pausing holds
+//! the bytes in flight until the proxy forwards again, so a test can keep a
+//! request on the wire while others queue behind it.
 
 use std::{
     net::SocketAddr,
@@ -12,6 +14,7 @@ use std::{
 };
 
 use tokio::{
+    io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt},
     net::{TcpListener, TcpStream},
     sync::watch,
 };
@@ -19,6 +22,7 @@ use tokio::{
 const FORWARD: u8 = 0;
 const REFUSE: u8 = 1;
 const BLACKHOLE: u8 = 2;
+const PAUSE: u8 = 3;
 
 /// Forwards connections from a local port to `upstream` while open.
 pub struct Proxy {
@@ -68,11 +72,19 @@ impl Proxy {
                             return;
                         };
                         let (mut client, mut server) = (client, server);
-                        tokio::select! {
-                            _ = tokio::io::copy_bidirectional(&mut client, &mut server) => return,
-                            _ = changed.changed() => {}
-                        }
-                        if mode.load(Ordering::SeqCst) == BLACKHOLE {
+                        let cut = {
+                            let (from_client, to_client) = client.split();
+                            let (from_server, to_server) = server.split();
+                            let flowing = futures::future::join(
+                                pipe(from_client, to_server, &mode, changed.clone()),
+                                pipe(from_server, to_client, &mode, changed.clone()),
+                            );
+                            tokio::select! {
+                                _ = flowing => return,
+                                cut = until_cut(&mode, &mut changed) => cut,
+                            }
+                        };
+                        if cut == BLACKHOLE {
                             hold(client, Some(server), &mut changed).await;
                         }
                     });
@@ -102,7 +114,13 @@ impl Proxy {
         self.set(BLACKHOLE);
     }
 
-    /// Forwards new connections again.
+    /// Keeps connections open and holds what they carry, in either
+    /// direction, until [`Proxy::restore`] forwards it.
+    pub fn pause(&self) {
+        self.set(PAUSE);
+    }
+
+    /// Forwards again: new connections, and what a pause held.
     pub fn restore(&self) {
         self.set(FORWARD);
     }
@@ -110,6 +128,52 @@ impl Proxy {
     fn set(&self, mode: u8) {
         self.mode.store(mode, Ordering::SeqCst);
         self.changed.send_modify(|n| *n += 1);
+    }
+}
+
+/// Copies `from` to `to` until `from` ends, holding what it read while
+/// the proxy is paused.
+async fn pipe(
+    mut from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    mode: &AtomicU8,
+    mut changed: watch::Receiver<u64>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let mut now = mode.load(Ordering::SeqCst);
+        while now == PAUSE {
+            if changed.changed().await.is_err() {
+                return;
+            }
+            now = mode.load(Ordering::SeqCst);
+        }
+        // A cut loses what a pause held, as a broken link would.
+        if now == REFUSE || now == BLACKHOLE {
+            return;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+    let _ = to.shutdown().await;
+}
+
+/// Waits until the proxy cuts live connections (refuses or black-holes)
+/// and says which; a pause or a restore leaves them be.
+async fn until_cut(mode: &AtomicU8, changed: &mut watch::Receiver<u64>) -> u8 {
+    loop {
+        if changed.changed().await.is_err() {
+            return REFUSE;
+        }
+        let now = mode.load(Ordering::SeqCst);
+        if now == REFUSE || now == BLACKHOLE {
+            return now;
+        }
     }
 }
 

@@ -4,7 +4,8 @@
 //! request and leaves nothing half-written. (The writer's batches, a
 //! failed write among batch-mates, a batch that cannot commit and one key
 //! claimed twice in one batch are tested beside the writer, in
-//! `common/src/store/sqlite/group_commit.rs`.)
+//! `common/src/store/sqlite/group_commit.rs`; MongoDB's writer in
+//! `mongo_group_commit.rs`.)
 
 use std::{collections::HashMap, time::Duration};
 

@@ -22,6 +22,7 @@ mod key_cache;
 mod layout;
 mod messages;
 mod metrics;
+mod mongo_group_commit;
 mod notify;
 mod openapi;
 mod pages;

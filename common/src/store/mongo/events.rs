@@ -1,5 +1,6 @@
 //! Events, the channels their first event creates, and the notification
-//! state the outbox relay works from.
+//! state the outbox relay works from. Inserts go through the group-commit
+//! writer (`group_commit`), which also creates the channels.
 
 use chrono::{DateTime, Utc};
 use mongodb::bson::{Bson, doc};
@@ -8,14 +9,12 @@ use uuid::Uuid;
 use super::{
     MongoStore, classify,
     codec::{date, event_from_doc, event_to_doc, opt_str, scope_filter, state_names},
-    find_all, idempotency, is_duplicate_key,
+    find_all, idempotency,
 };
-use crate::store::{
-    Event, IdempotentOutcome, Inserted, NotificationState, Scope, StoreError, StoreResult,
-};
+use crate::store::{Event, IdempotentOutcome, Inserted, NotificationState, Scope, StoreResult};
 
 pub(super) async fn insert(store: &MongoStore, event: &Event) -> StoreResult<Inserted> {
-    insert_doc(store, event, event_to_doc(event)).await
+    store.writer.insert(event, event_to_doc(event), None).await
 }
 
 /// Inserts the event carrying `outcome` in its own document (one document:
@@ -33,52 +32,10 @@ pub(super) async fn insert_with_outcome(
         idempotency::OUTCOME_FIELD,
         idempotency::outcome_to_doc(outcome),
     );
-    let inserted = insert_doc(store, event, document).await?;
-    if inserted == Inserted::New
-        && let Err(e) =
-            idempotency::complete(store, &event.scope, &outcome.key, &outcome.response).await
-    {
-        tracing::warn!(eventId = %event.id, error = %e, "idempotency outcome kept in the event only");
-    }
-    Ok(inserted)
-}
-
-async fn insert_doc(
-    store: &MongoStore,
-    event: &Event,
-    document: mongodb::bson::Document,
-) -> StoreResult<Inserted> {
-    let mut channel = scope_filter(&event.scope);
-    channel.insert("name", &event.channel_name);
-    let created = store
-        .channels()
-        .update_one(
-            channel,
-            doc! { "$setOnInsert": { "createdAt": date(&event.created_at) } },
-        )
-        .upsert(true)
-        .await;
-    match created {
-        // Two first events racing to create one channel: the loser's
-        // upsert hits the unique index, and the channel exists either way.
-        Err(e) if !is_duplicate_key(&e) => return Err(classify(e)),
-        _ => {}
-    }
-    match store.events().insert_one(document).await {
-        Ok(_) => Ok(Inserted::New),
-        Err(e) if is_duplicate_key(&e) => {
-            let existing = store
-                .events()
-                .find_one(doc! { "_id": event.id.to_string() })
-                .await
-                .map_err(classify)?
-                .ok_or_else(|| {
-                    StoreError::Backend(anyhow::anyhow!("event {} vanished", event.id))
-                })?;
-            Ok(Inserted::Existing(Box::new(event_from_doc(&existing)?)))
-        }
-        Err(e) => Err(classify(e)),
-    }
+    store
+        .writer
+        .insert(event, document, Some(outcome.clone()))
+        .await
 }
 
 pub(super) async fn get(store: &MongoStore, scope: &Scope, id: Uuid) -> StoreResult<Option<Event>> {

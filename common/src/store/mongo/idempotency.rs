@@ -1,13 +1,17 @@
 //! Idempotency keys: a claim per (scope, key) made by a unique index,
 //! replays of completed requests, and take-overs of claims whose request
 //! died (which first look for the outcome the request may have stored in
-//! its event, see `events::insert_with_outcome`). Records expire through a TTL index, and are also checked for age
-//! here because the TTL monitor runs only once a minute.
+//! its event, see `events::insert_with_outcome`). Records expire through a
+//! TTL index, and are also checked for age here because the TTL monitor
+//! runs only once a minute.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use mongodb::bson::{self, Bson, doc, spec::BinarySubtype};
+use mongodb::{
+    Collection,
+    bson::{self, Bson, Document, doc, spec::BinarySubtype},
+};
 use uuid::Uuid;
 
 use super::{
@@ -182,10 +186,20 @@ pub(super) async fn complete(
     key: &str,
     response: &StoredResponse,
 ) -> StoreResult<()> {
+    complete_in(&store.idempotency(), scope, key, response).await
+}
+
+/// [`complete`] on the idempotency collection, for the group-commit
+/// writer, which has the collection but not the store.
+pub(super) async fn complete_in(
+    idempotency: &Collection<Document>,
+    scope: &Scope,
+    key: &str,
+    response: &StoredResponse,
+) -> StoreResult<()> {
     let mut id = scope_filter(scope);
     id.insert("key", key);
-    store
-        .idempotency()
+    idempotency
         .update_one(
             id,
             doc! { "$set": {

@@ -7,19 +7,25 @@
 //! This module owns the connection, the indexes and the sorting of driver
 //! errors; `codec` turns records into documents and back; each aggregate
 //! has its module (`keys`, `events`, `history`, `identities`, `idempotency`,
-//! `devices`, `deliveries`, `tenancy`, `admins`), and `Store` is implemented by calling them
-//! (the table is in `super::by_aggregate`).
+//! `devices`, `deliveries`, `tenancy`, `admins`), and `Store` is implemented
+//! by calling them (the table is in `super::by_aggregate`). Event inserts
+//! go through `group_commit`, which sends the inserts of concurrent
+//! requests as one bulk write (`bulk_insert`).
 
 mod admins;
+mod bulk_insert;
 mod codec;
 mod deliveries;
 mod devices;
 mod events;
+mod group_commit;
 mod history;
 mod idempotency;
 mod identities;
 mod keys;
 mod tenancy;
+
+pub use group_commit::GroupCommitCounts;
 
 use std::time::Duration;
 
@@ -39,11 +45,17 @@ const DUPLICATE_KEY: i32 = 11000;
 const MAX_ATTEMPTS: usize = 16;
 /// How long idempotency records live before the TTL monitor may remove them.
 const IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// The collections the group-commit writer shares with the store.
+const EVENTS: &str = "events";
+const CHANNELS: &str = "channels";
+const IDEMPOTENCY: &str = "idempotency";
 
 pub struct MongoStore {
     db: mongodb::Database,
     /// Device changes made through this handle (`Store::device_changes`).
     device_changes: std::sync::atomic::AtomicU64,
+    /// The group-commit writer of event inserts.
+    writer: group_commit::Writer,
 }
 
 impl MongoStore {
@@ -56,9 +68,16 @@ impl MongoStore {
         options.server_selection_timeout = Some(deadline);
         options.connect_timeout = Some(deadline);
         let client = Client::with_options(options).map_err(classify)?;
+        let db = client.database(database);
+        let writer = group_commit::Writer::start(group_commit::Collections {
+            events: db.collection(EVENTS),
+            channels: db.collection(CHANNELS),
+            idempotency: db.collection(IDEMPOTENCY),
+        });
         let store = Self {
-            db: client.database(database),
+            db,
             device_changes: Default::default(),
+            writer,
         };
         store.create_indexes().await?;
         store.adopt_scopes().await?;
@@ -84,6 +103,11 @@ impl MongoStore {
             }
         }
         super::tenancy::adopt(self, &scopes, crate::time::now()).await
+    }
+
+    /// What the group-commit writer has done since the store was opened.
+    pub fn group_commit_counts(&self) -> GroupCommitCounts {
+        self.writer.counts()
     }
 
     async fn create_indexes(&self) -> StoreResult<()> {
@@ -164,16 +188,16 @@ impl MongoStore {
         self.db.collection("api_keys")
     }
     fn channels(&self) -> Collection<Document> {
-        self.db.collection("channels")
+        self.db.collection(CHANNELS)
     }
     fn events(&self) -> Collection<Document> {
-        self.db.collection("events")
+        self.db.collection(EVENTS)
     }
     fn identities(&self) -> Collection<Document> {
         self.db.collection("identities")
     }
     fn idempotency(&self) -> Collection<Document> {
-        self.db.collection("idempotency")
+        self.db.collection(IDEMPOTENCY)
     }
     fn devices(&self) -> Collection<Document> {
         self.db.collection("devices")
