@@ -5,16 +5,17 @@
 # notifier benchmark (tests/bench/notifier.rs). Rows:
 #
 #   baseline             the bare handler: the body parsed, a v7 UUID, a 201
-#   baseline + SQLite    the same plus one insert per request (one connection, WAL)
+#   baseline + SQLite    the same plus one insert per request (one connection,
+#                        WAL, synchronous=full as ingest's default)
 #   notify:false         ingest's POST /v1/events
 #   idempotency-key      ... with a unique Idempotency-Key per request
 #   notify:true          ... asking for a push, the project has no device
 #   notify:true 4 dev    ... with 4 devices (the logging provider), and
 #                        whether the pushes' backlog is 0 within 2 s after
 #                        the load stops
-#   synchronous=full     notify:false again, on a second ingest that syncs
-#                        every commit (INGEST_SQLITE_SYNCHRONOUS=full): what
-#                        surviving a power loss costs
+#   synchronous=normal   notify:false again, on a second ingest that syncs
+#                        at checkpoints only (INGEST_SQLITE_SYNCHRONOUS=normal):
+#                        what the default, surviving a power loss, costs
 #
 # each with requests/s, the ratio to the baseline row, p50 and p99, and the
 # server's resident memory after the row (VmRSS, and its peak VmHWM). The
@@ -121,7 +122,7 @@ printf '%-22s %10s %6s %9s %9s %15s\n' row req/s ratio p50 p99 "RSS now/peak"
 
 # The baseline server, its two routes.
 port="$(free_port)"
-"$bin_dir/bench-baseline" "127.0.0.1:$port" "$scratch/baseline" normal >/dev/null 2>&1 &
+"$bin_dir/bench-baseline" "127.0.0.1:$port" "$scratch/baseline" full >/dev/null 2>&1 &
 server=$!
 wait_up "http://127.0.0.1:$port/"
 export TOCSIN_KEY=none BENCH_NOTIFY=false BENCH_IDEMPOTENCY=0
@@ -188,8 +189,8 @@ fi
 echo "ingest after $total events: RSS now/peak $(memory)"
 stop_server
 
-start_ingest ingest-full INGEST_SQLITE_SYNCHRONOUS=full
-row "synchronous=full" "$base/v1/events"
+start_ingest ingest-normal INGEST_SQLITE_SYNCHRONOUS=normal
+row "synchronous=normal" "$base/v1/events"
 stop_server
 
 echo

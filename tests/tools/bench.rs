@@ -17,7 +17,7 @@ const ROWS: [&str; 7] = [
     "idempotency-key ",
     "notify:true, no device ",
     "notify:true, 4 devices ",
-    "synchronous=full ",
+    "synchronous=normal ",
 ];
 
 #[test]

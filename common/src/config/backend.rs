@@ -150,6 +150,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_embedded_store_syncs_every_commit_by_default() {
+        // An answered event survives a power loss unless an operator
+        // chooses otherwise (README, "Group commit").
+        assert_eq!(Backend::default().sqlite_synchronous, SqliteSync::Full);
+    }
+
+    #[test]
     fn blank_urls_mean_the_embedded_choices() {
         let backend = Backend {
             mongodb_uri: Some(Secret::new(" ")),

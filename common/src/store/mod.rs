@@ -339,10 +339,11 @@ pub enum SqliteSync {
     /// The WAL is synced at checkpoints only: the database stays
     /// consistent, but a power loss or kernel crash can roll back the last
     /// commits before it. The faster choice.
-    #[default]
     Normal,
     /// The WAL is synced at every commit: once a request is answered, its
-    /// write survives a power loss too.
+    /// write survives a power loss too. The default: with group commit it
+    /// is one sync per batch, not per request.
+    #[default]
     Full,
 }
 
