@@ -6,16 +6,17 @@
 #
 #   baseline             the bare handler: the body parsed, a v7 UUID, a 201
 #   baseline + SQLite    the same plus one insert per request (one connection,
-#                        WAL, synchronous=full as ingest's default)
+#                        WAL, synchronous=normal: with full, the sync per
+#                        request is all it measures)
+#   synchronous=normal   notify:false (below) on an ingest that syncs at
+#                        checkpoints only (INGEST_SQLITE_SYNCHRONOUS=normal):
+#                        what the default, surviving a power loss, costs
 #   notify:false         ingest's POST /v1/events
 #   idempotency-key      ... with a unique Idempotency-Key per request
 #   notify:true          ... asking for a push, the project has no device
 #   notify:true 4 dev    ... with 4 devices (the logging provider), and
 #                        whether the pushes' backlog is 0 within 2 s after
 #                        the load stops
-#   synchronous=normal   notify:false again, on a second ingest that syncs
-#                        at checkpoints only (INGEST_SQLITE_SYNCHRONOUS=normal):
-#                        what the default, surviving a power loss, costs
 #
 # each with requests/s, the ratio to the baseline row, p50 and p99, and the
 # server's resident memory after the row (VmRSS, and its peak VmHWM). The
@@ -122,7 +123,7 @@ printf '%-22s %10s %6s %9s %9s %15s\n' row req/s ratio p50 p99 "RSS now/peak"
 
 # The baseline server, its two routes.
 port="$(free_port)"
-"$bin_dir/bench-baseline" "127.0.0.1:$port" "$scratch/baseline" full >/dev/null 2>&1 &
+"$bin_dir/bench-baseline" "127.0.0.1:$port" "$scratch/baseline" normal >/dev/null 2>&1 &
 server=$!
 wait_up "http://127.0.0.1:$port/"
 export TOCSIN_KEY=none BENCH_NOTIFY=false BENCH_IDEMPOTENCY=0
@@ -144,6 +145,13 @@ start_ingest() {
   TOCSIN_KEY="$(INGEST_DATA_DIR="$data" "$ingest" keys create --org bench --project bench --rate-limit 1000000000 2>/dev/null)"
   export TOCSIN_KEY
 }
+
+# What syncing every commit costs: the notify:false load on an ingest that
+# syncs at checkpoints only, run just before the same load on the default
+# one, both on a fresh process and store.
+start_ingest ingest-normal INGEST_SQLITE_SYNCHRONOUS=normal
+row "synchronous=normal" "$base/v1/events"
+stop_server
 
 # Ingest, every row against one process (as one serving would: its memory
 # after the run is that of all the events recorded).
@@ -189,9 +197,6 @@ fi
 echo "ingest after $total events: RSS now/peak $(memory)"
 stop_server
 
-start_ingest ingest-normal INGEST_SQLITE_SYNCHRONOUS=normal
-row "synchronous=normal" "$base/v1/events"
-stop_server
 
 echo
 "$bin_dir/bench-notifier" --devices "$devices" --events "$events" --latency-ms "$latency_ms"
