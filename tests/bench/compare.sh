@@ -7,6 +7,11 @@
 #
 #   tests/bench/compare.sh BEFORE_BIN AFTER_BIN [rounds=3] [duration=10s] [connections=32]
 #
+# BEFORE_ENV and AFTER_ENV add settings to one side, so one build can be
+# compared with itself under two settings:
+#
+#   AFTER_ENV=INGEST_SQLITE_SYNCHRONOUS=normal tests/bench/compare.sh BIN BIN 5 5s
+#
 # Prints each run's requests/s and p99, then the median of each and the
 # ratio after/before.
 set -euo pipefail
@@ -19,10 +24,11 @@ connections="${5:-32}"
 
 # Runs one binary under load; prints "<requests/s> <p99>".
 run() {
-  local bin="$1" data port server key out
+  local bin="$1" settings="$2" data port server key out
   data="$(mktemp -d)"
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-  INGEST_DATA_DIR="$data" INGEST_LISTEN="127.0.0.1:$port" INGEST_LOG_FORMAT=json RUST_LOG=warn \
+  # shellcheck disable=SC2086 # the settings are words: NAME=value ...
+  env $settings INGEST_DATA_DIR="$data" INGEST_LISTEN="127.0.0.1:$port" INGEST_LOG_FORMAT=json RUST_LOG=warn \
     "$bin" >/dev/null 2>&1 &
   server=$!
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
@@ -43,8 +49,8 @@ median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 b_runs=() a_runs=()
 for round in $(seq "$rounds"); do
-  b="$(run "$before")"
-  a="$(run "$after")"
+  b="$(run "$before" "${BEFORE_ENV:-}")"
+  a="$(run "$after" "${AFTER_ENV:-}")"
   echo "round $round: before $b   after $a"
   b_runs+=("${b%% *}")
   a_runs+=("${a%% *}")
