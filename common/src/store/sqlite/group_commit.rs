@@ -44,7 +44,8 @@ const QUEUE: usize = 4096;
 trait Write: Send {
     /// Whether its caller still waits for the answer.
     fn wanted(&self) -> bool;
-    /// Runs the write; false when it failed (its savepoint is rolled back).
+    /// Runs the write, keeping its result (a second run replaces the first);
+    /// false when it failed.
     fn run(&mut self, c: &Connection) -> bool;
     /// Answers the caller: its own result once the batch committed, or
     /// `batch_failed` when it did not.
