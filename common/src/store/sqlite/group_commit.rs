@@ -9,7 +9,7 @@
 //! error, while its batch-mates are committed: the batch is run again with
 //! each write in a savepoint of its own. Only then: a savepoint per write
 //! costs a statement to open it, one to release it and a copy of every
-//! page it touches (about a seventh of the server's time under load,
+//! page it touches (about a tenth of the server's time under load,
 //! measured with `perf`), and writes almost never fail. So the first run
 //! takes none, and a write must be safe to run twice (`Fn`, changing
 //! nothing outside the connection). When the batch itself cannot begin or
