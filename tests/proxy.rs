@@ -47,6 +47,27 @@ impl Proxy {
         (proxy, through)
     }
 
+    /// A proxy in front of the tests' MongoDB-compatible server, and the
+    /// URI that reaches it through the proxy (a direct connection, so the
+    /// driver does not go around it to the addresses the server reports).
+    pub async fn to_mongo() -> (Self, String) {
+        let uri = crate::mongo_uri();
+        let host = uri
+            .trim_start_matches("mongodb://")
+            .split(['/', '?'])
+            .next()
+            .expect("host in URI")
+            .to_owned();
+        let upstream = tokio::net::lookup_host(&host)
+            .await
+            .expect("resolves")
+            .next()
+            .expect("an address");
+        let proxy = Self::start(upstream).await;
+        let through = format!("mongodb://{}/?directConnection=true", proxy.addr());
+        (proxy, through)
+    }
+
     pub async fn start(upstream: SocketAddr) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy binds");
         let addr = listener.local_addr().expect("proxy address");

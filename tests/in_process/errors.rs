@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tocsin_tests::{
-    Reply, StoreKind, TestApp, TestConfig, eventually, for_each_store, mongo_uri, proxy::Proxy,
+    Reply, StoreKind, TestApp, TestConfig, eventually, for_each_store, proxy::Proxy,
 };
 
 async fn unknown_routes_and_methods_get_the_envelope(kind: StoreKind) {
@@ -98,24 +98,9 @@ for_each_store!(
 
 /// MongoDB reached through a proxy the test can silence.
 async fn app_behind_proxy() -> (TestApp, Proxy) {
-    let uri = mongo_uri();
-    let host = uri
-        .trim_start_matches("mongodb://")
-        .split(['/', '?'])
-        .next()
-        .expect("host in URI")
-        .to_owned();
-    let upstream = tokio::net::lookup_host(&host)
-        .await
-        .expect("resolves")
-        .next()
-        .expect("an address");
-    let proxy = Proxy::start(upstream).await;
+    let (proxy, through) = Proxy::to_mongo().await;
     let mut test = TestConfig::new(StoreKind::Mongo);
-    test.config.backend.mongodb_uri = Some(common::config::Secret::new(format!(
-        "mongodb://{}/?directConnection=true",
-        proxy.addr()
-    )));
+    test.config.backend.mongodb_uri = Some(common::config::Secret::new(through));
     test.config.backend.store_timeout_ms = 1000.try_into().expect("non-zero");
     let app = TestApp::spawn_with(test).await;
     (app, proxy)

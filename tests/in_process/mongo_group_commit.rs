@@ -18,28 +18,14 @@ use common::store::{
 };
 use serde_json::{Value, json};
 use tocsin_tests::{
-    Embedded, StoreKind, TestApp, TestConfig, mongo_uri, pending_event, proxy::Proxy,
-    unique_db_name,
+    Embedded, StoreKind, TestApp, TestConfig, pending_event, proxy::Proxy, unique_db_name,
 };
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 /// A store of its own database, reached through a proxy.
 async fn behind_proxy() -> (Arc<MongoStore>, Proxy) {
-    let uri = mongo_uri();
-    let host = uri
-        .trim_start_matches("mongodb://")
-        .split(['/', '?'])
-        .next()
-        .expect("host in URI")
-        .to_owned();
-    let upstream = tokio::net::lookup_host(&host)
-        .await
-        .expect("resolves")
-        .next()
-        .expect("an address");
-    let proxy = Proxy::start(upstream).await;
-    let through = format!("mongodb://{}/?directConnection=true", proxy.addr());
+    let (proxy, through) = Proxy::to_mongo().await;
     let store = MongoStore::connect(&through, &unique_db_name(), Duration::from_secs(3))
         .await
         .expect("store opens");
