@@ -17,9 +17,7 @@ use std::{
     time::Duration,
 };
 
-use common::store::{
-    Event, IdempotencyBegin, IdempotentOutcome, Inserted, Store, StoreResult, StoredResponse,
-};
+use common::store::{Event, IdempotencyBegin, IdempotentOutcome, Inserted, Store, StoredResponse};
 use poem::{
     Body, Endpoint, IntoResponse, Request, Response,
     http::{HeaderValue, Method, StatusCode, header},
@@ -28,6 +26,7 @@ use sha2::{Digest as _, Sha256};
 use tracing::Instrument as _;
 
 use crate::{
+    api::rendered::{CONTENT_TYPE as JSON, Rendered},
     auth::AuthContext,
     error::{ApiError, rendered},
     request_id::RequestId,
@@ -58,17 +57,15 @@ pub struct Reserved {
 }
 
 impl Reserved {
-    /// The outcome to store with the write: the handler's answer `body`
-    /// (what `Json` renders) with `status`.
-    pub async fn outcome(&self, status: StatusCode, body: impl IntoResponse) -> IdempotentOutcome {
-        let (parts, body) = body.into_response().into_parts();
+    /// The outcome to store with the write: the handler's answer, `body`
+    /// as JSON with `status`.
+    fn outcome(&self, status: StatusCode, body: &[u8]) -> IdempotentOutcome {
         IdempotentOutcome {
             key: self.key.clone(),
             response: StoredResponse {
                 status: status.as_u16(),
-                content_type: content_type(&parts.headers),
-                // A rendered JSON body is in memory: this cannot fail.
-                body: body.into_vec().await.unwrap_or_default(),
+                content_type: JSON.to_owned(),
+                body: body.to_vec(),
             },
         }
     }
@@ -88,24 +85,26 @@ impl Reserved {
 }
 
 /// Stores `event`; under an Idempotency-Key (`reserved`), with the answer
-/// it gets if it is new (201 and `answer` as JSON), in the same write, so no event
-/// is ever stored without the outcome a retry replays.
-pub async fn insert_event<A: poem_openapi::types::ToJSON>(
+/// it gets if it is new (201 and `answer`), in the same write, so no event
+/// is ever stored without the outcome a retry replays. Returns that answer
+/// when it was stored, for the handler to send if nothing changed since.
+pub async fn insert_event<T>(
     store: &dyn Store,
     event: &Event,
     reserved: Option<&Reserved>,
-    answer: impl FnOnce() -> A,
-) -> StoreResult<Inserted> {
+    answer: impl FnOnce() -> Result<Rendered<T>, ApiError>,
+) -> Result<(Inserted, Option<Rendered<T>>), ApiError> {
     let Some(reserved) = reserved else {
-        return store.insert_event(event).await;
+        return Ok((store.insert_event(event).await?, None));
     };
-    let answer = poem_openapi::payload::Json(answer());
-    let outcome = reserved.outcome(StatusCode::CREATED, answer).await;
+    let answer = answer()?;
+    let outcome = reserved.outcome(StatusCode::CREATED, answer.body());
     let inserted = store.insert_event_with_outcome(event, &outcome).await?;
-    if inserted == Inserted::New {
-        reserved.stored(outcome);
+    if inserted != Inserted::New {
+        return Ok((inserted, None));
     }
-    Ok(inserted)
+    reserved.stored(outcome);
+    Ok((inserted, Some(answer)))
 }
 
 fn content_type(headers: &poem::http::HeaderMap) -> String {

@@ -233,6 +233,13 @@ impl<T: ParseFromJSON> ParseFromJSON for Nullable<T> {
     }
 }
 
+/// As `ToJSON` writes it: the value, or null.
+impl<T: serde::Serialize> serde::Serialize for Nullable<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
 impl<T: ToJSON> ToJSON for Nullable<T> {
     fn to_json(&self) -> Option<Value> {
         Some(

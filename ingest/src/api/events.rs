@@ -12,11 +12,13 @@ use poem_openapi::{
     payload::Json,
     types::Example,
 };
+use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::notification::NotificationOut;
 use super::priority::EventPriority;
+use super::rendered::{Rendered, rfc3339};
 use super::{
     ApiTags, Success,
     listing::{self, ListEventsResponse},
@@ -88,8 +90,9 @@ impl Example for EventIn {
 }
 
 /// A recorded event.
-#[derive(Debug, Clone, Object)]
+#[derive(Debug, Clone, Object, Serialize)]
 #[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct EventOut {
     /// Event id: a time-ordered UUID (v7).
     pub id: Uuid,
@@ -104,6 +107,7 @@ pub struct EventOut {
     pub source: Nullable<String>,
     pub priority: EventPriority,
     /// When the event was recorded (RFC 3339, UTC).
+    #[serde(serialize_with = "rfc3339")]
     pub created_at: DateTime<Utc>,
     /// Where the event's push notification stands.
     pub notification: NotificationOut,
@@ -141,14 +145,14 @@ impl EventOut {
 pub enum CreateEventResponse {
     /// The event was recorded.
     #[oai(status = 201)]
-    Created(Json<Success<EventOut>>),
+    Created(Rendered<Success<EventOut>>),
 }
 
 #[derive(ApiResponse)]
 pub enum GetEventResponse {
     /// The event, its notification state and its deliveries.
     #[oai(status = 200)]
-    Ok(Json<Success<EventOut>>),
+    Ok(Rendered<Success<EventOut>>),
 }
 
 pub struct EventsApi {
@@ -202,10 +206,14 @@ impl EventsApi {
             notification_due_at: notify.then(|| self.state.outbox.pending_due(now)),
         };
         let reserved = req.extensions().get::<Reserved>();
-        let answer = || Success::new(EventOut::new(event.clone(), None), **request_id);
-        let inserted = idempotency::insert_event(&*self.state.store, &event, reserved, answer)
-            .await
-            .map_err(ApiError::from)?;
+        let answer = || {
+            Rendered::new(&Success::new(
+                EventOut::new(event.clone(), None),
+                **request_id,
+            ))
+        };
+        let (inserted, rendered) =
+            idempotency::insert_event(&*self.state.store, &event, reserved, answer).await?;
         let mut event = match inserted {
             Inserted::New => {
                 tracing::info!(eventId = %event.id, channel = %event.channel_name, "event recorded");
@@ -221,10 +229,13 @@ impl EventsApi {
         if event.notification == NotificationState::Pending {
             event.notification = self.state.outbox.dispatch(&event).await;
         }
-        Ok(CreateEventResponse::Created(Json(Success::new(
-            EventOut::new(event, None),
-            **request_id,
-        ))))
+        // The answer the stored outcome holds is this one unless the event
+        // moved on since (its job was queued) or was recorded before.
+        let rendered = match rendered {
+            Some(rendered) if event.notification == NotificationState::Skipped => rendered,
+            _ => Rendered::new(&Success::new(EventOut::new(event, None), **request_id))?,
+        };
+        Ok(CreateEventResponse::Created(rendered))
     }
 
     /// Look up an event
@@ -251,10 +262,10 @@ impl EventsApi {
             .list_deliveries(&auth.scope, id)
             .await
             .map_err(ApiError::from)?;
-        Ok(GetEventResponse::Ok(Json(Success::new(
+        Ok(GetEventResponse::Ok(Rendered::new(&Success::new(
             EventOut::new(event, Some(deliveries)),
             **request_id,
-        ))))
+        ))?))
     }
 
     /// List events

@@ -11,6 +11,7 @@ pub mod identify;
 pub mod listing;
 pub mod notification;
 pub mod priority;
+pub mod rendered;
 pub mod stats;
 pub mod stream;
 
@@ -38,8 +39,9 @@ pub enum ApiTags {
 }
 
 /// The body of every successful response.
-#[derive(Debug, Clone, Object)]
+#[derive(Debug, Clone, Object, serde::Serialize)]
 #[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct Success<T: ParseFromJSON + ToJSON> {
     /// Always true.
     pub success: bool,

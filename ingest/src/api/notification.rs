@@ -4,13 +4,16 @@
 use chrono::{DateTime, Utc};
 use common::store::{Delivery, DeliveryState, NotificationState};
 use poem_openapi::{Enum, Object};
+use serde::Serialize;
 use uuid::Uuid;
 
+use super::rendered::rfc3339;
 use crate::types::Nullable;
 
 /// Where an event's push notification stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum, Serialize)]
 #[oai(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
 pub enum NotificationStateOut {
     /// Stored; the job is not on the queue yet (the relay will publish it).
     Pending,
@@ -37,8 +40,9 @@ impl From<NotificationState> for NotificationStateOut {
 }
 
 /// Where the push of an event to one device stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum, Serialize)]
 #[oai(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
 pub enum DeliveryStateOut {
     /// A worker has claimed it and is sending.
     Sending,
@@ -62,8 +66,9 @@ impl From<DeliveryState> for DeliveryStateOut {
 }
 
 /// The push of an event to one device.
-#[derive(Debug, Clone, Object)]
+#[derive(Debug, Clone, Object, Serialize)]
 #[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct DeliveryOut {
     pub device_id: Uuid,
     pub state: DeliveryStateOut,
@@ -74,6 +79,7 @@ pub struct DeliveryOut {
     /// Who answered the last try: `apns`, `webpush`, `fcm`, or `log` (pushes
     /// of the device's kind only logged, no credentials); null before that.
     pub provider: Nullable<String>,
+    #[serde(serialize_with = "rfc3339")]
     pub updated_at: DateTime<Utc>,
 }
 
@@ -91,10 +97,11 @@ impl From<Delivery> for DeliveryOut {
 }
 
 /// An event's notification state and, when looked up, its deliveries.
-#[derive(Debug, Clone, Object)]
+#[derive(Debug, Clone, Object, Serialize)]
 pub struct NotificationOut {
     pub state: NotificationStateOut,
     /// One entry per device the push was sent to (only in `GET /v1/events/{id}`).
     #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub deliveries: Option<Vec<DeliveryOut>>,
 }

@@ -9,8 +9,9 @@ use poem_openapi::Enum;
 /// sound (APNs `active`, Web Push `normal`, FCM `normal`); `high` with
 /// sound, breaking through Focus (APNs `time-sensitive`, Web Push `high`,
 /// FCM `high`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum, serde::Serialize)]
 #[oai(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
 pub enum EventPriority {
     Low,
     Normal,
