@@ -1,5 +1,6 @@
 //! Field types whose published schema says more than poem-openapi's
-//! built-ins can: an emoji icon, and a string that may be null.
+//! built-ins can: an emoji icon, a string that may be null, and an event's
+//! metadata as the store holds it.
 
 use std::{
     borrow::Cow,
@@ -248,6 +249,68 @@ impl<T: ToJSON> ToJSON for Nullable<T> {
                 .and_then(ToJSON::to_json)
                 .unwrap_or(Value::Null),
         )
+    }
+}
+
+/// An event's metadata as answers show it: the store's JSON object itself,
+/// published as poem-openapi publishes a `BTreeMap<String, Value>` (an
+/// object of any values). Converting the store's map into a `BTreeMap` for
+/// each answer cost a sort and a node allocation per event for nothing:
+/// the keys are already in order, since the API takes metadata as a
+/// `BTreeMap` and the store keeps the order it was given.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Metadata(pub serde_json::Map<String, Value>);
+
+impl Type for Metadata {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = Self;
+    type RawElementValueType = Value;
+
+    fn name() -> Cow<'static, str> {
+        <BTreeMap<String, Value> as Type>::name()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        <BTreeMap<String, Value> as Type>::schema_ref()
+    }
+
+    fn register(registry: &mut poem_openapi::registry::Registry) {
+        <BTreeMap<String, Value> as Type>::register(registry);
+    }
+
+    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
+        Some(self)
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        Box::new(self.0.values())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl ParseFromJSON for Metadata {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        match value.unwrap_or_default() {
+            Value::Object(map) => Ok(Self(map)),
+            other => Err(ParseError::expected_type(other)),
+        }
+    }
+}
+
+impl ToJSON for Metadata {
+    fn to_json(&self) -> Option<Value> {
+        Some(Value::Object(self.0.clone()))
+    }
+}
+
+impl serde::Serialize for Metadata {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
     }
 }
 

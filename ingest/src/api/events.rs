@@ -29,7 +29,7 @@ use crate::{
     idempotency::{self, Reserved},
     request_id::RequestId,
     state::AppState,
-    types::{Icon, Nullable},
+    types::{Icon, Metadata, Nullable},
     validation::ValidatedJson,
 };
 
@@ -101,7 +101,7 @@ pub struct EventOut {
     pub description: Nullable<String>,
     pub icon: Nullable<String>,
     pub tags: Vec<String>,
-    pub metadata: BTreeMap<String, Value>,
+    pub metadata: Metadata,
     pub user_id: Nullable<String>,
     pub notify: bool,
     pub source: Nullable<String>,
@@ -127,7 +127,7 @@ impl EventOut {
             description: Nullable(e.description),
             icon: Nullable(e.icon),
             tags: e.tags,
-            metadata: e.metadata.into_iter().collect(),
+            metadata: Metadata(e.metadata),
             user_id: Nullable(e.user_id),
             notify: e.notify,
             source: Nullable(e.source),

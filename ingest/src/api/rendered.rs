@@ -80,7 +80,6 @@ pub fn rfc3339<S: Serializer>(time: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Er
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use chrono::TimeZone as _;
     use poem_openapi::types::ToJSON;
@@ -96,7 +95,7 @@ mod tests {
             priority::EventPriority,
         },
         request_id::RequestId,
-        types::Nullable,
+        types::{Metadata, Nullable},
     };
 
     fn event(created_at: DateTime<Utc>) -> EventOut {
@@ -107,7 +106,7 @@ mod tests {
             description: Nullable(Some("Card declined for order #1042".into())),
             icon: Nullable(Some("💸".into())),
             tags: vec!["eu".into(), "card".into()],
-            metadata: BTreeMap::from([
+            metadata: Metadata(serde_json::Map::from_iter([
                 ("orderId".into(), json!(1042)),
                 ("amount".into(), json!(19.99)),
                 ("big".into(), json!(u64::MAX)),
@@ -117,7 +116,7 @@ mod tests {
                     json!({"z": [1, null, true, "x"], "a": {"b": {}}}),
                 ),
                 ("empty".into(), json!("")),
-            ]),
+            ])),
             user_id: Nullable(Some("user_7".into())),
             notify: true,
             source: Nullable(Some("billing".into())),
@@ -175,7 +174,7 @@ mod tests {
             bare.description = Nullable(None);
             bare.icon = Nullable(None);
             bare.tags = vec![];
-            bare.metadata = BTreeMap::new();
+            bare.metadata = Metadata::default();
             bare.user_id = Nullable(None);
             bare.source = Nullable(None);
             bare.notify = false;
