@@ -80,7 +80,6 @@ pub fn rfc3339<S: Serializer>(time: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Er
 
 #[cfg(test)]
 mod tests {
-
     use chrono::TimeZone as _;
     use poem_openapi::types::ToJSON;
     use serde_json::{Value, json};
