@@ -226,13 +226,14 @@ impl EventsApi {
                 *stored
             }
         };
+        let rendered_state = event.notification;
         if event.notification == NotificationState::Pending {
             event.notification = self.state.outbox.dispatch(&event).await;
         }
-        // The answer the stored outcome holds is this one unless the event
-        // moved on since (its job was queued) or was recorded before.
+        // The stored outcome (there is one only for a new event) is this
+        // answer unless the event's state moved on since (its job queued).
         let rendered = match rendered {
-            Some(rendered) if event.notification == NotificationState::Skipped => rendered,
+            Some(rendered) if event.notification == rendered_state => rendered,
             _ => Rendered::new(&Success::new(EventOut::new(event, None), **request_id))?,
         };
         Ok(CreateEventResponse::Created(rendered))
