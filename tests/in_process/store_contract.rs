@@ -578,6 +578,68 @@ async fn notification_states_move_only_from_the_expected_ones(kind: StoreKind) {
     assert_eq!((count(N::Pending).await, count(N::Delivered).await), (0, 1));
 }
 
+/// The relay's work list holds unsettled events alone: an event recorded
+/// with `notify: false` (skipped) or one whose push is settled is never on
+/// it, whichever states are asked for, and is still counted in its state.
+async fn only_unsettled_events_are_due(kind: StoreKind) {
+    use common::store::{Event, NotificationState as N};
+    let (store, _t) = open(kind).await;
+    let s = scope();
+    let due_at = Some(common::time::now() - Age::seconds(5));
+    let pending = Event {
+        notification_due_at: due_at,
+        ..pending_event(&s)
+    };
+    let skipped = Event {
+        notify: false,
+        notification: N::Skipped,
+        notification_due_at: None,
+        ..pending_event(&s)
+    };
+    let settled = Event {
+        notification_due_at: due_at,
+        ..pending_event(&s)
+    };
+    for event in [&pending, &skipped, &settled] {
+        store.insert_event(event).await.expect("inserted");
+    }
+    assert!(
+        store
+            .set_notification_state(&s, settled.id, &[N::Pending], N::Delivered, None)
+            .await
+            .expect("moved")
+    );
+    let due: Vec<_> = store
+        .events_due(&N::ALL, common::time::now(), None, 10)
+        .await
+        .expect("listed")
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(due, vec![pending.id]);
+    for state in N::SETTLED {
+        assert!(
+            store
+                .events_due(&[state], common::time::now(), None, 10)
+                .await
+                .expect("listed")
+                .is_empty(),
+            "{state:?}"
+        );
+    }
+    let mut counts = Vec::new();
+    for state in N::ALL {
+        counts.push(
+            store
+                .count_in_notification_state(state)
+                .await
+                .expect("counted"),
+        );
+    }
+    // Pending, queued, delivered, failed, skipped.
+    assert_eq!(counts, vec![1, 0, 1, 0, 1]);
+}
+
 /// The event and the outcome of the request that created it are one write:
 /// once the event is stored, the key replays the outcome, even when the
 /// request then died before its answer was sent (its claim abandoned, as
@@ -655,6 +717,7 @@ for_each_store!(
     an_abandoned_claim_is_taken_over_at_once_by_the_same_request_with_its_reserved_id,
     an_event_inserted_twice_is_stored_once,
     notification_states_move_only_from_the_expected_ones,
+    only_unsettled_events_are_due,
     api_keys_are_found_by_hash_listed_and_revoked,
     api_key_scopes_round_trip,
     identities_merge_properties_and_union_aliases,

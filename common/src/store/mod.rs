@@ -241,6 +241,8 @@ pub trait Store: Send + Sync + 'static {
     /// Events of every scope whose notification is in one of `states` and
     /// due at or before `due_before`, with ids after `after`, in id (so
     /// creation) order: the outbox relay's work list, read page by page.
+    /// Only unsettled states have one: a settled state in `states` matches
+    /// nothing (the embedded store indexes unsettled events alone).
     async fn events_due(
         &self,
         states: &[NotificationState],

@@ -161,6 +161,11 @@ impl NotificationState {
     /// The states nothing more happens in.
     pub const SETTLED: [Self; 3] = [Self::Delivered, Self::Failed, Self::Skipped];
 
+    /// Whether nothing more happens in this state.
+    pub fn is_settled(self) -> bool {
+        Self::SETTLED.contains(&self)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",

@@ -102,8 +102,10 @@ pub(super) async fn due(
     after: Option<Uuid>,
     limit: u32,
 ) -> StoreResult<Vec<Event>> {
+    // As the trait says: settled states have no work list.
+    let unsettled: Vec<_> = states.iter().copied().filter(|s| !s.is_settled()).collect();
     let mut filter = doc! {
-        "notification": { "$in": state_names(states) },
+        "notification": { "$in": state_names(&unsettled) },
         // Events written before due times existed have none: due now.
         "$or": [
             { "notificationDueAt": { "$lte": date(&due_before) } },

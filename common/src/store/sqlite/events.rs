@@ -15,6 +15,11 @@ use super::{
 };
 use crate::store::{Event, IdempotentOutcome, Inserted, NotificationState, Scope, StoreResult};
 
+/// The states the outbox relay still has work in, as the predicate of its
+/// partial index `events_by_relay` (migrations.rs): a query uses that index
+/// only when its WHERE clause contains this very term.
+pub(super) const UNSETTLED: &str = "notification_state IN ('pending', 'queued')";
+
 pub(super) async fn insert(store: &SqliteStore, event: &Event) -> StoreResult<Inserted> {
     let e = event.clone();
     store.write(move |c| insert_in(c, &e, None)).await
@@ -173,19 +178,36 @@ pub(super) async fn due(
     let after = after.map(|id| id.to_string()).unwrap_or_default();
     store
         .run(move |c| {
-            c.prepare_cached(&format!(
-                "SELECT {EVENT_COLUMNS} FROM events \
-                 WHERE notification_state IN (SELECT value FROM json_each(?1)) \
-                 AND coalesce(notification_due_ms, 0) <= ?2 AND id > ?3 \
-                 ORDER BY id LIMIT ?4"
-            ))?
-            .query_map(
-                params![states, ms(&due_before), after, limit],
-                event_from_row,
-            )?
-            .collect()
+            c.prepare_cached(&due_sql())?
+                .query_map(
+                    params![states, ms(&due_before), after, limit],
+                    event_from_row,
+                )?
+                .collect()
         })
         .await
+}
+
+/// The relay's page: `?1` the states (a JSON array), `?2` the due time in
+/// Unix milliseconds, `?3` the id to read after, `?4` the page's size.
+fn due_sql() -> String {
+    format!(
+        "SELECT {EVENT_COLUMNS} FROM events \
+         WHERE {UNSETTLED} AND notification_state IN (SELECT value FROM json_each(?1)) \
+         AND coalesce(notification_due_ms, 0) <= ?2 AND id > ?3 \
+         ORDER BY id LIMIT ?4"
+    )
+}
+
+/// Counts the events in the state `?1`: an unsettled one in the relay's
+/// index, not by reading every event.
+fn count_sql(state: NotificationState) -> String {
+    let unsettled = if state.is_settled() {
+        String::new()
+    } else {
+        format!("{UNSETTLED} AND ")
+    };
+    format!("SELECT COUNT(*) FROM events WHERE {unsettled}notification_state = ?1")
 }
 
 pub(super) async fn count_in_notification_state(
@@ -194,9 +216,85 @@ pub(super) async fn count_in_notification_state(
 ) -> StoreResult<u64> {
     store
         .run(move |c| {
-            c.prepare_cached("SELECT COUNT(*) FROM events WHERE notification_state = ?1")?
+            c.prepare_cached(&count_sql(state))?
                 .query_row(params![state.as_str()], |r| r.get::<_, i64>(0))
                 .map(|n| n.max(0) as u64)
         })
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    /// Only the events the relay still has work for take room in its index
+    /// (an insert of any other costs no write there), and both queries of
+    /// unsettled events read that index rather than every event.
+    #[tokio::test]
+    async fn the_relay_index_holds_unsettled_events_alone_and_the_relay_reads_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SqliteStore::open(&dir.path().join("t.sqlite3"))
+            .await
+            .expect("opens");
+        let scope = Scope {
+            org: "acme".into(),
+            project: "web".into(),
+        };
+        for i in 0..22 {
+            let pending = i % 10 == 0;
+            let now = crate::time::now();
+            let event = Event {
+                id: Uuid::now_v7(),
+                scope: scope.clone(),
+                channel_name: "c".into(),
+                title: "t".into(),
+                description: None,
+                icon: None,
+                tags: vec![],
+                metadata: serde_json::Map::new(),
+                user_id: None,
+                notify: pending,
+                source: None,
+                priority: crate::store::Priority::Normal,
+                created_at: now,
+                notification: if pending {
+                    NotificationState::Pending
+                } else {
+                    NotificationState::Skipped
+                },
+                request_id: None,
+                notification_due_at: pending.then_some(now),
+            };
+            store.insert_event(&event).await.expect("inserted");
+        }
+        let (stat, plans) = store
+            .run(|c| {
+                c.execute_batch("ANALYZE")?;
+                let stat: String = c.query_row(
+                    "SELECT stat FROM sqlite_stat1 WHERE idx = 'events_by_relay'",
+                    [],
+                    |r| r.get(0),
+                )?;
+                let plan = |sql: &str, params: &[&dyn rusqlite::ToSql]| {
+                    c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?
+                        .query_map(params, |r| r.get::<_, String>(3))?
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                        .map(|details| details.join("; "))
+                };
+                let plans = [
+                    plan(&due_sql(), &[&"[\"pending\"]", &0, &"", &10])?,
+                    plan(&count_sql(NotificationState::Pending), &[&"pending"])?,
+                    plan(&count_sql(NotificationState::Queued), &[&"queued"])?,
+                ];
+                Ok((stat, plans))
+            })
+            .await
+            .expect("analyzed");
+        // sqlite_stat1's first figure is the number of entries in the index.
+        assert_eq!(stat.split(' ').next(), Some("3"), "{stat}");
+        for plan in plans {
+            assert!(plan.contains("INDEX events_by_relay"), "{plan}");
+        }
+    }
 }
