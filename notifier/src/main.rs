@@ -6,11 +6,6 @@ use std::{path::PathBuf, process::ExitCode};
 use clap::{Parser, Subcommand};
 use notifier::Config;
 
-/// mimalloc, as ingest has (ingest/src/main.rs): the workers allocate per
-/// job and per push across the runtime's threads.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Debug, Parser)]
 #[command(
     name = "notifier",
