@@ -4,7 +4,7 @@
 //! records while the claim is still its own. A batch of first claims is
 //! one bulk insert, and a batch of outcomes one `update` command.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use mongodb::{
     bson::{Bson, DateTime, Document, doc},
@@ -43,8 +43,7 @@ pub(super) async fn claim(
 /// takes them all, marked as this batch's. When some keys already had a
 /// record (a duplicate key), the records carrying the mark say which
 /// inserts went through (a server may not say which failed), and the
-/// others are claimed one by one, concurrently, as is a key the batch
-/// holds twice.
+/// others are claimed one by one, as is a key the batch holds twice.
 pub(super) async fn claim_many(
     store: &MongoStore,
     keys: &[ClaimKey],
@@ -87,14 +86,35 @@ pub(super) async fn claim_many(
             *taken = *taken && ours.iter().any(|(e, d, _)| same(key, e, d));
         }
     }
-    let claims = keys.iter().zip(taken).map(|(key, taken)| async move {
-        if taken {
-            Ok(first.claim())
-        } else {
-            claim_one(store, key, request, true).await
+    // Distinct keys are claimed concurrently; the places of a key the
+    // batch holds twice one after the other, in batch order, so its first
+    // place is the one that can take it (and the others find it held), even
+    // when the bulk insert did not write it: a server may stop an unordered
+    // insert at its first error.
+    let mut places: HashMap<&ClaimKey, Vec<usize>> = HashMap::new();
+    for (i, key) in keys.iter().enumerate() {
+        places.entry(key).or_default().push(i);
+    }
+    let taken = &taken;
+    let claims = places.into_iter().map(|(key, places)| async move {
+        let mut claims = Vec::with_capacity(places.len());
+        for i in places {
+            let claim = if taken[i] {
+                first.claim()
+            } else {
+                claim_one(store, key, request, true).await?
+            };
+            claims.push((i, claim));
         }
+        Ok::<_, StoreError>(claims)
     });
-    futures::future::try_join_all(claims).await
+    let mut claims: Vec<_> = futures::future::try_join_all(claims)
+        .await?
+        .into_iter()
+        .flatten()
+        .collect();
+    claims.sort_unstable_by_key(|(i, _)| *i);
+    Ok(claims.into_iter().map(|(_, claim)| claim).collect())
 }
 
 /// Whether a failed write failed (at least in part) on a duplicate key,
