@@ -238,35 +238,13 @@ mod tests {
         let store = SqliteStore::open(&dir.path().join("t.sqlite3"))
             .await
             .expect("opens");
-        let scope = Scope {
-            org: "acme".into(),
-            project: "web".into(),
-        };
         for i in 0..22 {
-            let pending = i % 10 == 0;
-            let now = crate::time::now();
-            let event = Event {
-                id: Uuid::now_v7(),
-                scope: scope.clone(),
-                channel_name: "c".into(),
-                title: "t".into(),
-                description: None,
-                icon: None,
-                tags: vec![],
-                metadata: serde_json::Map::new(),
-                user_id: None,
-                notify: pending,
-                source: None,
-                priority: crate::store::Priority::Normal,
-                created_at: now,
-                notification: if pending {
-                    NotificationState::Pending
-                } else {
-                    NotificationState::Skipped
-                },
-                request_id: None,
-                notification_due_at: pending.then_some(now),
-            };
+            let mut event = super::super::group_commit::tests::event("c");
+            if i % 10 == 0 {
+                event.notify = true;
+                event.notification = NotificationState::Pending;
+                event.notification_due_at = Some(event.created_at);
+            }
             store.insert_event(&event).await.expect("inserted");
         }
         let (stat, plans) = store

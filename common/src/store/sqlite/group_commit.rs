@@ -224,4 +224,4 @@ fn isolated(c: &mut Connection, batch: &mut [Box<dyn Write>]) -> rusqlite::Resul
 
 #[cfg(test)]
 #[path = "group_commit_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -17,7 +17,8 @@ async fn open() -> (tempfile::TempDir, Arc<SqliteStore>) {
     (dir, Arc::new(store))
 }
 
-fn event(channel: &str) -> Event {
+/// A `notify: false` event on `channel` (the events tests use it too).
+pub(in crate::store::sqlite) fn event(channel: &str) -> Event {
     Event {
         id: uuid::Uuid::now_v7(),
         scope: Scope::new("acme", "batch"),
