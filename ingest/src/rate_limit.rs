@@ -23,7 +23,10 @@ use governor::{
     middleware::StateInformationMiddleware,
     state::{InMemoryState, NotKeyed, keyed::DefaultKeyedStateStore},
 };
-use poem::{Response, http::HeaderValue};
+use poem::{
+    Response,
+    http::{HeaderName, HeaderValue},
+};
 use uuid::Uuid;
 
 type Direct = RateLimiter<NotKeyed, InMemoryState, DefaultClock, StateInformationMiddleware>;
@@ -38,12 +41,17 @@ pub struct RateLimitInfo {
     pub reset: u64,
 }
 
+// Names made once: a `&str` name is parsed and checked on every insert.
+const LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
 impl RateLimitInfo {
     pub fn apply(&self, response: &mut Response) {
         let headers = response.headers_mut();
-        headers.insert("x-ratelimit-limit", HeaderValue::from(self.limit));
-        headers.insert("x-ratelimit-remaining", HeaderValue::from(self.remaining));
-        headers.insert("x-ratelimit-reset", HeaderValue::from(self.reset));
+        headers.insert(LIMIT, HeaderValue::from(self.limit));
+        headers.insert(REMAINING, HeaderValue::from(self.remaining));
+        headers.insert(RESET, HeaderValue::from(self.reset));
     }
 }
 

@@ -6,7 +6,10 @@
 
 use std::{fmt, sync::Arc, time::Instant};
 
-use poem::{Endpoint, IntoResponse, Request, Response, http::HeaderValue};
+use poem::{
+    Endpoint, IntoResponse, Request, Response,
+    http::{HeaderName, HeaderValue},
+};
 use tracing::Instrument as _;
 use uuid::Uuid;
 
@@ -32,7 +35,7 @@ impl RequestId {
     }
 }
 
-pub const HEADER: &str = "x-request-id";
+pub const HEADER: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The middleware: `EndpointExt::around` with the observer that records
 /// each request's route, status and latency in the metrics.
@@ -57,7 +60,8 @@ pub async fn request_id<E: Endpoint>(
         .await
         .map(IntoResponse::into_response);
     let mut response = span.in_scope(|| rendered(result, id));
-    if let Ok(value) = HeaderValue::from_str(&id.to_string()) {
+    let mut text = Uuid::encode_buffer();
+    if let Ok(value) = HeaderValue::from_str(id.0.hyphenated().encode_lower(&mut text)) {
         response.headers_mut().insert(HEADER, value);
     }
     observer.observe(method.as_str(), &path, response.status(), started.elapsed());

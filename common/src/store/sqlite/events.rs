@@ -4,6 +4,8 @@
 //! relay works from. Inserts and state moves go through the group-commit
 //! writer.
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 use uuid::Uuid;
@@ -19,6 +21,18 @@ use crate::store::{Event, IdempotentOutcome, Inserted, NotificationState, Scope,
 /// partial index `events_by_relay` (migrations.rs): a query uses that index
 /// only when its WHERE clause contains this very term.
 pub(super) const UNSETTLED: &str = "notification_state IN ('pending', 'queued')";
+
+/// The statements of an insert, made once: the writer runs them for every
+/// event, and the statement cache finds them by their text.
+static INSERT_EVENT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO events ({EVENT_COLUMNS}) \
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17) \
+         ON CONFLICT (id) DO NOTHING"
+    )
+});
+static SELECT_EVENT: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1"));
 
 pub(super) async fn insert(store: &SqliteStore, event: &Event) -> StoreResult<Inserted> {
     let e = event.clone();
@@ -45,34 +59,28 @@ fn insert_in(
     let tags = to_json(&e.tags)?;
     let metadata = to_json(&e.metadata)?;
     let created = ts(&e.created_at);
-    let inserted = c
-        .prepare_cached(&format!(
-            "INSERT INTO events ({EVENT_COLUMNS}) \
-             VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17) \
-             ON CONFLICT (id) DO NOTHING"
-        ))?
-        .execute(params![
-            e.id.to_string(),
-            e.scope.org,
-            e.scope.project,
-            e.channel_name,
-            e.title,
-            e.description,
-            e.icon,
-            tags,
-            metadata,
-            e.user_id,
-            e.notify,
-            e.source,
-            created,
-            e.notification.as_str(),
-            e.request_id,
-            e.notification_due_at.as_ref().map(ms),
-            e.priority.as_str(),
-        ])?;
+    let inserted = c.prepare_cached(&INSERT_EVENT)?.execute(params![
+        e.id.to_string(),
+        e.scope.org,
+        e.scope.project,
+        e.channel_name,
+        e.title,
+        e.description,
+        e.icon,
+        tags,
+        metadata,
+        e.user_id,
+        e.notify,
+        e.source,
+        created,
+        e.notification.as_str(),
+        e.request_id,
+        e.notification_due_at.as_ref().map(ms),
+        e.priority.as_str(),
+    ])?;
     if inserted == 0 {
         let existing = c
-            .prepare_cached(&format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1"))?
+            .prepare_cached(&SELECT_EVENT)?
             .query_row([e.id.to_string()], event_from_row)?;
         return Ok(Inserted::Existing(Box::new(existing)));
     }
