@@ -22,8 +22,9 @@ use crate::store::{Event, IdempotentOutcome, Inserted, NotificationState, Scope,
 /// only when its WHERE clause contains this very term.
 pub(super) const UNSETTLED: &str = "notification_state IN ('pending', 'queued')";
 
-/// The statements of an insert, made once: the writer runs them for every
-/// event, and the statement cache finds them by their text.
+/// The text of the insert (run for every event, on the writer's thread) and
+/// of the look-up of an event it collided with, made once: the statement
+/// cache finds a statement by its text.
 static INSERT_EVENT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "INSERT INTO events ({EVENT_COLUMNS}) \
