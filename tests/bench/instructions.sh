@@ -29,24 +29,13 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
-if [ -z "$bin_dir" ]; then
-  cargo build --release --locked --manifest-path "$root/Cargo.toml" -p ingest -p tocsin-tests --bins >&2
-  bin_dir="${CARGO_TARGET_DIR:-$root/target}/release"
-fi
+# shellcheck source=tests/bench/lib.sh
+. "$bench/lib.sh"
+bin_dir="$(release_bins "$bin_dir")"
 ingest="${ingest:-$bin_dir/ingest}"
 for tool in valgrind callgrind_control wrk; do
   command -v "$tool" >/dev/null || { echo "instructions.sh: $tool is not installed" >&2; exit 1; }
 done
-
-scratch="$(mktemp -d)"
-server=""
-cleanup() {
-  if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
-  rm -rf "$scratch"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # Starts "$@" under callgrind, a file of counts per thread in $scratch/$name.
 under_callgrind() {
@@ -58,20 +47,10 @@ under_callgrind() {
   server=$!
 }
 
-wait_up() {
-  for _ in $(seq 600); do
-    curl -s -o /dev/null "$1" && return 0
-    kill -0 "$server" 2>/dev/null || { echo "instructions.sh: the server exited" >&2; cat "$scratch"/*.log >&2; return 1; }
-    sleep 0.2
-  done
-  echo "instructions.sh: $1 did not answer" >&2
-  return 1
-}
-
 # Loads $2 for a moment, zeroes the counts, loads it for $duration and
 # dumps them; prints the row named $1: instructions per 201, in all (and
-# as a multiple of the baseline row's) and per thread (threads under 1,000 a request left out: the process's own
-# timers and signal handling).
+# as a multiple of the baseline row's) and per thread (threads under 1,000
+# a request left out: the process's own timers and signal handling).
 row() {
   local name="$1" url="$2" out created
   wrk -t1 -c8 -d2s -s "$bench/post_event.lua" "$url" >/dev/null
@@ -109,16 +88,16 @@ printf '%-22s %12s %6s %8s   %s\n' row instr/req x-base requests "by thread"
 
 port="$(free_port)"
 under_callgrind baseline "$bin_dir/bench-baseline" "127.0.0.1:$port" "$scratch/baseline.sqlite3" normal
-wait_up "http://127.0.0.1:$port/"
+wait_up "http://127.0.0.1:$port/" 120 || { cat "$scratch/baseline.log" >&2; exit 1; }
 row baseline "http://127.0.0.1:$port/v1/events"
 row baseline-sqlite "http://127.0.0.1:$port/v1/events/sqlite"
-kill "$server"; wait "$server" 2>/dev/null || true; server=""
+stop_server
 
 port="$(free_port)"
 mkdir -p "$scratch/data"
 export INGEST_DATA_DIR="$scratch/data" INGEST_LISTEN="127.0.0.1:$port" INGEST_LOG_FORMAT=json RUST_LOG=warn
 under_callgrind ingest "$ingest"
-wait_up "http://127.0.0.1:$port/healthz"
+wait_up "http://127.0.0.1:$port/healthz" 120 || { cat "$scratch/ingest.log" >&2; exit 1; }
 TOCSIN_KEY="$("$ingest" keys create --org bench --project bench --rate-limit 1000000000 2>/dev/null)"
 export TOCSIN_KEY
 row notify-false "http://127.0.0.1:$port/v1/events"

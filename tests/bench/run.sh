@@ -49,39 +49,11 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
-if [ -z "$bin_dir" ]; then
-  cargo build --release --locked --manifest-path "$root/Cargo.toml" -p ingest -p tocsin-tests --bins >&2
-  bin_dir="${CARGO_TARGET_DIR:-$root/target}/release"
-fi
+# shellcheck source=tests/bench/lib.sh
+. "$bench/lib.sh"
+bin_dir="$(release_bins "$bin_dir")"
 ingest="${ingest:-$bin_dir/ingest}"
 command -v wrk >/dev/null || { echo "run.sh: wrk is not installed (scripts/install-test-tools)" >&2; exit 1; }
-
-scratch="$(mktemp -d)"
-server=""
-cleanup() {
-  if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
-  rm -rf "$scratch"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-# Waits until $1 answers, or fails.
-wait_up() {
-  for _ in $(seq 300); do
-    curl -s -o /dev/null "$1" && return 0
-    kill -0 "$server" 2>/dev/null || { echo "run.sh: the server exited" >&2; return 1; }
-    sleep 0.1
-  done
-  echo "run.sh: $1 did not answer" >&2
-  return 1
-}
-
-stop_server() {
-  kill "$server"
-  wait "$server" 2>/dev/null || true
-  server=""
-}
 
 # "<VmRSS MiB>/<VmHWM MiB>" of the running server.
 memory() {
