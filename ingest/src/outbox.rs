@@ -2,6 +2,9 @@
 //! its job is published with a confirm and the event marked `queued`. When
 //! the broker is down or does not confirm, the request still succeeds and the
 //! relay publishes the job later, so no such event is left without a job.
+//! With the in-process queue of the embedded mode the event is stored
+//! `queued` at once and its job handed over after that one write
+//! ([`Outbox::stored_state`] says why that is safe).
 //!
 //! The relay is also the watchdog for jobs lost after they were queued (with
 //! a crashed in-process queue, or dropped by a broker): an unsettled event
@@ -70,9 +73,29 @@ impl Outbox {
         }
     }
 
-    /// When the relay should take over an event stored `pending` at `now`.
-    pub fn pending_due(&self, now: DateTime<Utc>) -> DateTime<Utc> {
-        after(now, self.times.grace)
+    /// The state a new event asking for a push is stored in at `now`, and
+    /// when the relay is to look at it.
+    ///
+    /// With a broker, `pending`, taken over by the relay after `grace`
+    /// unless the request publishes its job and labels it `queued` first:
+    /// the broker may be away, and only the label says it took the job.
+    /// With the in-process queue, `queued` at once, so the request writes
+    /// once: its publish fails only once the process is stopping, and a
+    /// job it holds is lost with the process whatever the label says, so
+    /// every start publishes every unsettled event's job again
+    /// ([`Outbox::recover`]). A write that commits after its request gave
+    /// up (a 503) publishes nothing; its event waits for the relay's
+    /// `requeue_after`, or for a retry under its Idempotency-Key, which
+    /// publishes the job of the event it finds ([`Outbox::hand_over`]).
+    pub fn stored_state(&self, now: DateTime<Utc>) -> (NotificationState, DateTime<Utc>) {
+        if self.queue.is_durable() {
+            (NotificationState::Pending, after(now, self.times.grace))
+        } else {
+            (
+                NotificationState::Queued,
+                after(now, self.times.requeue_after),
+            )
+        }
     }
 
     /// When an event queued at `now` is next looked at: at least
@@ -83,19 +106,37 @@ impl Outbox {
         after(now, waited.clamp(self.times.requeue_after, longest))
     }
 
-    /// Publishes the job of a stored, unsettled event. Returns the state the
-    /// event is in afterwards; failures leave it to the relay.
-    pub async fn dispatch(&self, event: &Event) -> NotificationState {
-        self.try_dispatch(event).await.unwrap_or(event.notification)
+    /// Publishes the job of an event the request just stored (or found
+    /// stored by an earlier try), as its state ([`Outbox::stored_state`])
+    /// asks: a `pending` one's, labelling it `queued`; with the in-process
+    /// queue, a `queued` one's too, as no one else will. Returns the state
+    /// the event is in afterwards; failures leave it to the relay.
+    pub async fn hand_over(&self, event: &Event) -> NotificationState {
+        match event.notification {
+            NotificationState::Pending => self.try_dispatch(event).await,
+            NotificationState::Queued if !self.queue.is_durable() => self
+                .publish(event)
+                .await
+                .then_some(NotificationState::Queued),
+            _ => None,
+        }
+        .unwrap_or(event.notification)
+    }
+
+    /// Publishes `event`'s job; false (logged and counted) when the queue
+    /// did not take it.
+    async fn publish(&self, event: &Event) -> bool {
+        let published = self.queue.publish(&Job::for_event(event)).await;
+        self.metrics.published(published.is_ok());
+        if let Err(e) = &published {
+            tracing::warn!(eventId = %event.id, error = %e, "job not published; the relay will retry");
+        }
+        published.is_ok()
     }
 
     /// Like [`Outbox::dispatch`]; `None` when the job was not published.
     async fn try_dispatch(&self, event: &Event) -> Option<NotificationState> {
-        let job = Job::for_event(event);
-        let published = self.queue.publish(&job).await;
-        self.metrics.published(published.is_ok());
-        if let Err(e) = published {
-            tracing::warn!(eventId = %event.id, error = %e, "job not published; the relay will retry");
+        if !self.publish(event).await {
             return None;
         }
         let now = common::time::now();

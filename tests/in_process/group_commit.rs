@@ -63,6 +63,55 @@ async fn an_event_is_never_stored_without_its_idempotency_outcome() {
     assert_eq!(app.store.count_events(&scope).await.expect("count"), 1);
 }
 
+/// In embedded mode the request that records an event asking for a push
+/// writes once: the event goes in `queued`, with its outcome when it came
+/// under an Idempotency-Key, and its job to the in-process queue. Triggers
+/// refuse the writes that used to follow (labelling the event `queued`,
+/// and storing the answer again because that label changed it): were they
+/// made, the answer would say `pending` and its replay differ from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_event_asking_for_a_push_is_one_write() {
+    let test = TestConfig::new(StoreKind::Sqlite);
+    let path = sqlite_path(&test);
+    let app = TestApp::spawn_with(test).await;
+    let (key, _) = app.new_key().await;
+    let conn = rusqlite::Connection::open(&path).expect("sqlite opens");
+    conn.execute_batch(
+        "CREATE TRIGGER no_label BEFORE UPDATE OF notification_state ON events \
+         WHEN NEW.notification_state = 'queued' \
+         BEGIN SELECT RAISE(ABORT, 'labelled after the insert'); END; \
+         CREATE TRIGGER no_second_outcome BEFORE UPDATE OF status ON idempotency \
+         WHEN OLD.status IS NOT NULL \
+         BEGIN SELECT RAISE(ABORT, 'the outcome stored twice'); END",
+    )
+    .expect("triggers");
+    let body = json!({ "channelName": "c", "title": "t", "notify": true });
+
+    let plain = Reply::of(app.post_event(&key, &body).await).await;
+    assert_eq!(plain.status, 201, "{}", plain.body);
+    assert_eq!(plain.body["data"]["notification"]["state"], "queued");
+
+    let first = app.post_idempotent("/v1/events", &key, "k1", &body).await;
+    assert_eq!(first.status(), 201);
+    let first = first.bytes().await.expect("body");
+    let answer: Value = serde_json::from_slice(&first).expect("json");
+    assert_eq!(answer["data"]["notification"]["state"], "queued");
+    let again = app.post_idempotent("/v1/events", &key, "k1", &body).await;
+    assert_eq!(
+        again
+            .headers()
+            .get("x-idempotent-replay")
+            .and_then(|v| v.to_str().ok()),
+        Some("true")
+    );
+    assert_eq!(again.bytes().await.expect("body"), first);
+
+    // The job went to the queue all the same: the notifier settles the
+    // event (no device: nothing to send).
+    let id = answer["data"]["id"].as_str().expect("id");
+    app.settled(&key, id, "skipped").await;
+}
+
 /// The outcome is stored with the event and, when the answer changes after
 /// that write (the job queued), the final answer replaces it: a replay is
 /// the answer the client got, byte for byte.

@@ -177,6 +177,7 @@ impl EventsApi {
         let input = body.0;
         let notify = input.notify.unwrap_or(true);
         let now = common::time::now();
+        let (to_notify, notify_due) = self.state.outbox.stored_state(now);
         let event = Event {
             // A retry under an Idempotency-Key reuses the id its first try
             // reserved, so a first try that timed out after writing is
@@ -198,12 +199,12 @@ impl EventsApi {
             priority: input.priority.map(Into::into).unwrap_or_default(),
             created_at: now,
             notification: if notify {
-                NotificationState::Pending
+                to_notify
             } else {
                 NotificationState::Skipped
             },
             request_id: Some(request_id.to_string()),
-            notification_due_at: notify.then(|| self.state.outbox.pending_due(now)),
+            notification_due_at: notify.then_some(notify_due),
         };
         let reserved = req.extensions().get::<Reserved>();
         let answer = || {
@@ -227,9 +228,7 @@ impl EventsApi {
             }
         };
         let rendered_state = event.notification;
-        if event.notification == NotificationState::Pending {
-            event.notification = self.state.outbox.dispatch(&event).await;
-        }
+        event.notification = self.state.outbox.hand_over(&event).await;
         // The stored outcome (there is one only for a new event) is this
         // answer unless the event's state moved on since (its job queued).
         let rendered = match rendered {
