@@ -23,6 +23,17 @@
 //! The writer is a task that takes the first write off the queue, then runs
 //! on the connection's thread, where it also drains whatever was queued
 //! while it waited for that thread.
+//!
+//! With `synchronous=FULL`, a write may ask to wait for its commit only,
+//! not for the sync ([`Wait::Commit`]): claiming an idempotency key, whose
+//! request answers nothing lasting until its own synced write, the event.
+//! Those writes of a batch run first, in a transaction committed without a
+//! sync, and are answered at once; the rest follow in one that is synced,
+//! and the sync takes the earlier frames of the WAL to disk with it. The
+//! order changes only across the two kinds, and no write of one kind
+//! depends on one of the other in the same batch: a claim's request queues
+//! its own writes only once the claim is answered, and a retry claims only
+//! once the answer of the try before it, written and synced, went out.
 
 use std::sync::{
     Arc,
@@ -33,17 +44,30 @@ use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
 
 use super::classify_sqlite;
-use crate::store::{StoreError, StoreResult};
+use crate::store::{SqliteSync, StoreError, StoreResult};
 
 /// The most writes one transaction takes; the rest wait for the next one.
 const MAX_BATCH: usize = 512;
 /// Writes that may wait in the queue before callers wait to queue theirs.
 const QUEUE: usize = 4096;
 
+/// What a write's caller waits for before its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wait {
+    /// The commit, synced as the connection's `synchronous` setting says:
+    /// with FULL, the write survives a power loss once answered.
+    Sync,
+    /// The commit only: the write survives a crash of the process once
+    /// answered, and a power loss once a later commit is synced.
+    Commit,
+}
+
 /// A queued write, type-erased so one queue carries them all.
 trait Write: Send {
     /// Whether its caller still waits for the answer.
     fn wanted(&self) -> bool;
+    /// What its caller waits for.
+    fn wait(&self) -> Wait;
     /// Runs the write, keeping its result (a second run replaces the first);
     /// false when it failed.
     fn run(&mut self, c: &Connection) -> bool;
@@ -54,6 +78,7 @@ trait Write: Send {
 
 struct Pending<F, R> {
     work: F,
+    wait: Wait,
     result: Option<rusqlite::Result<R>>,
     reply: oneshot::Sender<StoreResult<R>>,
 }
@@ -65,6 +90,10 @@ where
 {
     fn wanted(&self) -> bool {
         !self.reply.is_closed()
+    }
+
+    fn wait(&self) -> Wait {
+        self.wait
     }
 
     fn run(&mut self, c: &Connection) -> bool {
@@ -101,24 +130,28 @@ pub(super) struct Writer {
 pub(super) struct Counts {
     /// Transactions committed.
     pub(super) batches: AtomicU64,
+    /// Of those, the ones committed without a sync.
+    pub(super) unsynced: AtomicU64,
     /// Writes answered from committed transactions.
     pub(super) writes: AtomicU64,
 }
 
 impl Writer {
-    /// Starts the writer of `conn` on the current runtime. It stops once
-    /// every handle is dropped and the queue is empty.
-    pub(super) fn start(conn: tokio_rusqlite::Connection) -> Self {
+    /// Starts the writer of `conn`, whose `synchronous` setting is
+    /// `synchronous`, on the current runtime. It stops once every handle is
+    /// dropped and the queue is empty.
+    pub(super) fn start(conn: tokio_rusqlite::Connection, synchronous: SqliteSync) -> Self {
         let (queue, rx) = mpsc::channel(QUEUE);
         let counts = Arc::new(Counts::default());
-        tokio::spawn(run(conn, rx, Arc::clone(&counts)));
+        tokio::spawn(run(conn, rx, synchronous, Arc::clone(&counts)));
         Self { queue, counts }
     }
 
     /// Runs `work` in the next batch and returns its result once that batch
-    /// is committed. `work` may run twice (its first run rolled back): it
-    /// must change nothing but the connection's data.
-    pub(super) async fn write<R, F>(&self, work: F) -> StoreResult<R>
+    /// is committed (and synced, as `wait` says). `work` may run twice (its
+    /// first run rolled back): it must change nothing but the connection's
+    /// data.
+    pub(super) async fn write<R, F>(&self, wait: Wait, work: F) -> StoreResult<R>
     where
         F: Fn(&Connection) -> rusqlite::Result<R> + Send + 'static,
         R: Send + 'static,
@@ -126,6 +159,7 @@ impl Writer {
         let (reply, answer) = oneshot::channel();
         let pending = Pending {
             work,
+            wait,
             result: None,
             reply,
         };
@@ -147,6 +181,7 @@ impl Writer {
 async fn run(
     conn: tokio_rusqlite::Connection,
     mut rx: mpsc::Receiver<Box<dyn Write>>,
+    synchronous: SqliteSync,
     counts: Arc<Counts>,
 ) {
     while let Some(first) = rx.recv().await {
@@ -160,7 +195,14 @@ async fn run(
                         Err(_) => break,
                     }
                 }
-                commit(c, batch, &counts);
+                if synchronous == SqliteSync::Full {
+                    let (commit_only, synced) =
+                        batch.into_iter().partition(|w| w.wait() == Wait::Commit);
+                    unsynced(c, commit_only, &counts)?;
+                    commit(c, synced, &counts);
+                } else {
+                    commit(c, batch, &counts);
+                }
                 Ok::<_, rusqlite::Error>(rx)
             })
             .await;
@@ -176,11 +218,32 @@ async fn run(
     }
 }
 
+/// Commits `batch` as [`commit`] does but without syncing, on a connection
+/// that syncs every commit otherwise: `synchronous` is NORMAL for this one
+/// transaction (if it cannot be set, the commit is synced like the rest).
+/// Fails only when FULL cannot be put back: the writer stops then, rather
+/// than leave every later commit unsynced.
+fn unsynced(
+    c: &mut Connection,
+    batch: Vec<Box<dyn Write>>,
+    counts: &Counts,
+) -> rusqlite::Result<()> {
+    if !batch.iter().any(|w| w.wanted()) {
+        return Ok(());
+    }
+    let unsynced = c.execute_batch("PRAGMA synchronous = NORMAL").is_ok();
+    if commit(c, batch, counts) && unsynced {
+        counts.unsynced.fetch_add(1, Ordering::Relaxed);
+    }
+    c.execute_batch("PRAGMA synchronous = FULL")
+}
+
 /// Runs the writes still wanted in one transaction and answers each.
-fn commit(c: &mut Connection, batch: Vec<Box<dyn Write>>, counts: &Counts) {
+/// Returns whether a transaction was committed.
+fn commit(c: &mut Connection, batch: Vec<Box<dyn Write>>, counts: &Counts) -> bool {
     let mut batch: Vec<_> = batch.into_iter().filter(|w| w.wanted()).collect();
     if batch.is_empty() {
-        return;
+        return false;
     }
     let outcome = run_all(c, &mut batch);
     let failed = outcome.as_ref().err().map(|e| e.to_string());
@@ -192,9 +255,11 @@ fn commit(c: &mut Connection, batch: Vec<Box<dyn Write>>, counts: &Counts) {
     } else {
         tracing::warn!(writes = batch.len(), error = ?failed, "a batch of writes was not committed");
     }
+    let committed = failed.is_none();
     for write in batch {
         write.answer(failed.as_deref());
     }
+    committed
 }
 
 fn run_all(c: &mut Connection, batch: &mut [Box<dyn Write>]) -> rusqlite::Result<()> {

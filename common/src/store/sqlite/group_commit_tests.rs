@@ -6,7 +6,8 @@ use std::{sync::Arc, time::Duration};
 
 use super::*;
 use crate::store::{
-    Event, IdempotencyBegin, Inserted, NotificationState, Scope, Store, sqlite::SqliteStore,
+    Event, IdempotencyBegin, Inserted, NotificationState, Scope, SqliteSync, Store,
+    sqlite::SqliteStore,
 };
 
 async fn open() -> (tempfile::TempDir, Arc<SqliteStore>) {
@@ -179,20 +180,7 @@ async fn two_claims_of_one_key_in_one_batch_see_each_other() {
     let tasks: Vec<_> = (0..2)
         .map(|_| {
             let store = Arc::clone(&store);
-            tokio::spawn(async move {
-                store
-                    .begin_idempotent(
-                        &Scope::new("acme", "batch"),
-                        "same-key",
-                        "print",
-                        uuid::Uuid::now_v7(),
-                        crate::time::now(),
-                        Duration::from_secs(3600),
-                        Duration::from_secs(60),
-                    )
-                    .await
-                    .expect("answered")
-            })
+            tokio::spawn(async move { claim(&store, "same-key").await })
         })
         .collect();
     queued(&store, 1).await;
@@ -234,4 +222,105 @@ async fn a_write_whose_caller_gave_up_before_its_batch_is_not_stored() {
     let scope = Scope::new("acme", "batch");
     assert_eq!(store.count_events(&scope).await.expect("count"), 1);
     assert_eq!(counts(&store), (1, 1));
+}
+
+/// Claims an idempotency key of the test's scope.
+async fn claim(store: &SqliteStore, key: &str) -> IdempotencyBegin {
+    store
+        .begin_idempotent(
+            &Scope::new("acme", "batch"),
+            key,
+            "print",
+            uuid::Uuid::now_v7(),
+            crate::time::now(),
+            Duration::from_secs(3600),
+            Duration::from_secs(60),
+        )
+        .await
+        .expect("answered")
+}
+
+/// The connection's `synchronous` setting: 1 NORMAL, 2 FULL.
+async fn synchronous(store: &SqliteStore) -> i64 {
+    store
+        .run(|c| c.pragma_query_value(None, "synchronous", |r| r.get(0)))
+        .await
+        .expect("pragma")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_is_answered_at_its_commit_without_waiting_for_the_synced_writes_of_its_batch() {
+    let (_dir, store) = open().await;
+    let held = Held::hold(&store, Duration::from_secs(5)).await;
+    // A synced write queued first, that runs until the test lets it go.
+    let (go, gate) = std::sync::mpsc::channel::<()>();
+    let gate = std::sync::Mutex::new(gate);
+    let slow = {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            store
+                .writer
+                .write(Wait::Sync, move |_| {
+                    let _ = gate.lock().expect("gate").recv();
+                    Ok(())
+                })
+                .await
+        })
+    };
+    let claimed = {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move { claim(&store, "k").await })
+    };
+    queued(&store, 1).await;
+    held.release();
+    let claimed = tokio::time::timeout(Duration::from_secs(10), claimed)
+        .await
+        .expect("the claim is answered while the synced write still runs")
+        .expect("task");
+    assert!(
+        matches!(claimed, IdempotencyBegin::Started { .. }),
+        "{claimed:?}"
+    );
+    assert!(!slow.is_finished());
+    go.send(()).expect("let go");
+    slow.await.expect("task").expect("committed");
+    let counts = store.writer.counts();
+    assert_eq!(counts.batches.load(Ordering::Relaxed), 2);
+    assert_eq!(
+        counts.unsynced.load(Ordering::Relaxed),
+        1,
+        "the claim's transaction, not synced"
+    );
+    assert_eq!(synchronous(&store).await, 2, "every other commit syncs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_never_syncs_commits_a_claim_with_its_batch_mates() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Arc::new(
+        SqliteStore::open_with(&dir.path().join("t.sqlite3"), SqliteSync::Normal)
+            .await
+            .expect("opens"),
+    );
+    let held = Held::hold(&store, Duration::from_secs(5)).await;
+    let inserted = {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move { store.insert_event(&event("c")).await })
+    };
+    let claimed = {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move { claim(&store, "k").await })
+    };
+    queued(&store, 1).await;
+    held.release();
+    assert_eq!(
+        inserted.await.expect("task").expect("stored"),
+        Inserted::New
+    );
+    assert!(matches!(
+        claimed.await.expect("task"),
+        IdempotencyBegin::Started { .. }
+    ));
+    assert_eq!(counts(&store), (1, 2), "one transaction for both");
+    assert_eq!(synchronous(&store).await, 1, "still NORMAL");
 }

@@ -38,8 +38,13 @@ pub(super) async fn begin(
     if sweep {
         store.last_sweep_ms.store(now_ms, Ordering::Relaxed);
     }
+    // A claim waits for its commit only: its request answers nothing
+    // lasting before the synced write of what it creates, which takes the
+    // claim to disk with it. Lost to a power cut before that, a claim
+    // leaves nothing to replay, and a 409 or 422 another request drew
+    // from it said only that the key was taken.
     store
-        .write(move |tx| {
+        .write_unsynced(move |tx| {
             if sweep {
                 tx.execute(
                     "DELETE FROM idempotency WHERE created_at_ms < ?1",

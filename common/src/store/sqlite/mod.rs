@@ -78,7 +78,7 @@ impl SqliteStore {
         .await
         .map_err(classify)?;
         Ok(Self {
-            writer: group_commit::Writer::start(conn.clone()),
+            writer: group_commit::Writer::start(conn.clone(), synchronous),
             conn,
             last_sweep_ms: AtomicI64::new(0),
             device_changes: Arc::default(),
@@ -94,12 +94,22 @@ impl SqliteStore {
     }
 
     /// Runs `f` in the writer's next batch: one transaction with the
-    /// writes of concurrent calls, answered once it is committed.
+    /// writes of concurrent calls, answered once it is committed and synced.
     async fn write<R: Send + 'static>(
         &self,
         f: impl Fn(&rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
     ) -> StoreResult<R> {
-        self.writer.write(f).await
+        self.writer.write(group_commit::Wait::Sync, f).await
+    }
+
+    /// Like [`SqliteStore::write`], answered once committed, before any
+    /// sync: for a write whose caller answers nothing lasting until a
+    /// synced write of its own follows.
+    async fn write_unsynced<R: Send + 'static>(
+        &self,
+        f: impl Fn(&rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
+    ) -> StoreResult<R> {
+        self.writer.write(group_commit::Wait::Commit, f).await
     }
 }
 
