@@ -134,7 +134,8 @@ impl Outbox {
         published.is_ok()
     }
 
-    /// Like [`Outbox::dispatch`]; `None` when the job was not published.
+    /// Publishes an unsettled event's job and labels the event `queued`;
+    /// `None` when the job was not published.
     async fn try_dispatch(&self, event: &Event) -> Option<NotificationState> {
         if !self.publish(event).await {
             return None;

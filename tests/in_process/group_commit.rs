@@ -9,7 +9,7 @@
 
 use std::{collections::HashMap, time::Duration};
 
-use common::store::{IdempotencyBegin, StoreConfig};
+use common::store::{IdempotencyBegin, Scope, StoreConfig};
 use serde_json::{Value, json};
 use tocsin_tests::{Reply, StoreKind, TestApp, TestConfig, for_each_store};
 
@@ -21,23 +21,31 @@ fn sqlite_path(test: &TestConfig) -> std::path::PathBuf {
     }
 }
 
+/// An embedded (SQLite) app with a key, and a connection of the test's own
+/// to its file on which `triggers` were created (SQLite triggers stand in
+/// for a write that fails, or must not happen).
+async fn app_with_triggers(triggers: &str) -> (TestApp, String, Scope, rusqlite::Connection) {
+    let test = TestConfig::new(StoreKind::Sqlite);
+    let path = sqlite_path(&test);
+    let app = TestApp::spawn_with(test).await;
+    let (key, scope) = app.new_key().await;
+    let conn = rusqlite::Connection::open(&path).expect("sqlite opens");
+    conn.execute_batch(triggers).expect("triggers");
+    (app, key, scope, conn)
+}
+
 /// Before group commit, the event was committed first and the outcome
 /// after: a failure (or a deadline) between the two left an event whose
 /// retry was not a replay. Now a write that cannot store the outcome does
 /// not store the event either, and the retry does the work once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_is_never_stored_without_its_idempotency_outcome() {
-    let test = TestConfig::new(StoreKind::Sqlite);
-    let path = sqlite_path(&test);
-    let app = TestApp::spawn_with(test).await;
-    let (key, scope) = app.new_key().await;
-    let conn = rusqlite::Connection::open(&path).expect("sqlite opens");
-    conn.execute_batch(
+    let (app, key, scope, conn) = app_with_triggers(
         "CREATE TRIGGER no_outcome BEFORE UPDATE OF status ON idempotency \
          WHEN NEW.status IS NOT NULL \
          BEGIN SELECT RAISE(ABORT, 'the outcome cannot be stored'); END",
     )
-    .expect("trigger");
+    .await;
     let body = json!({ "channelName": "orders", "title": "Order placed", "notify": false });
 
     let failed = Reply::of(app.post_idempotent("/v1/events", &key, "k1", &body).await).await;
@@ -71,12 +79,7 @@ async fn an_event_is_never_stored_without_its_idempotency_outcome() {
 /// made, the answer would say `pending` and its replay differ from it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_embedded_event_asking_for_a_push_is_one_write() {
-    let test = TestConfig::new(StoreKind::Sqlite);
-    let path = sqlite_path(&test);
-    let app = TestApp::spawn_with(test).await;
-    let (key, _) = app.new_key().await;
-    let conn = rusqlite::Connection::open(&path).expect("sqlite opens");
-    conn.execute_batch(
+    let (app, key, _, _conn) = app_with_triggers(
         "CREATE TRIGGER no_label BEFORE UPDATE OF notification_state ON events \
          WHEN NEW.notification_state = 'queued' \
          BEGIN SELECT RAISE(ABORT, 'labelled after the insert'); END; \
@@ -84,7 +87,7 @@ async fn an_embedded_event_asking_for_a_push_is_one_write() {
          WHEN OLD.status IS NOT NULL \
          BEGIN SELECT RAISE(ABORT, 'the outcome stored twice'); END",
     )
-    .expect("triggers");
+    .await;
     let body = json!({ "channelName": "c", "title": "t", "notify": true });
 
     let plain = Reply::of(app.post_event(&key, &body).await).await;
