@@ -61,7 +61,7 @@ impl AllowedMethods {
 
     /// The `Allow` value for a request path, if it names a route.
     pub fn for_path(&self, path: &str) -> Option<&HeaderValue> {
-        self.by_route.get(self.routes.template(path))
+        self.by_route.get(self.routes.template(path).as_str())
     }
 }
 

@@ -3,7 +3,7 @@
 //! open connections, served with the embedded notifier's (when there is
 //! one) at `/metrics`.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use common::{
     metrics::{Latency, Registry, Unit, latency},
@@ -21,17 +21,17 @@ use prometheus_client::{
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     /// A standard method, or `OTHER`.
-    pub method: String,
+    pub method: &'static str,
     /// The route's template (`/v1/events/{id}`), never the raw path, so
     /// the number of series stays bounded; `unmatched` for unknown paths.
-    pub route: String,
+    pub route: Template,
     pub status: u16,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabels {
-    pub method: String,
-    pub route: String,
+    pub method: &'static str,
+    pub route: Template,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -163,20 +163,48 @@ impl IngestMetrics {
 }
 
 /// Maps a request path to the route template it matched, from the published
-/// document's paths (`{param}` matches one segment).
+/// document's paths (`{param}` matches one segment). Every request asks it
+/// (its metrics, its `Allow` header, its query rules), so a path that is a
+/// template itself, as most are, is found by a hash lookup rather than by
+/// matching it against each template in turn; a literal template wins over
+/// one with a parameter that also matches, as in the router.
 #[derive(Debug)]
-pub struct Routes(Vec<String>);
+pub struct Routes {
+    literal: HashMap<String, Template>,
+    with_params: Vec<Template>,
+    unmatched: Template,
+}
+
+/// A route template, shared with the metric series that name it (so that
+/// recording a request allocates no label).
+pub type Template = Arc<String>;
 
 impl Routes {
     pub fn new(templates: impl IntoIterator<Item = String>) -> Self {
-        Self(templates.into_iter().collect())
+        let (mut literal, mut with_params) = (HashMap::new(), Vec::new());
+        for template in templates {
+            if template.contains('{') {
+                with_params.push(Arc::new(template));
+            } else {
+                literal.insert(template.clone(), Arc::new(template));
+            }
+        }
+        Self {
+            literal,
+            with_params,
+            unmatched: Arc::new("unmatched".to_owned()),
+        }
     }
 
-    pub fn template(&self, path: &str) -> &str {
-        self.0
-            .iter()
-            .find(|template| crate::routes::matches(template, path))
-            .map_or("unmatched", |t| t.as_str())
+    pub fn template(&self, path: &str) -> &Template {
+        self.literal
+            .get(path)
+            .or_else(|| {
+                self.with_params
+                    .iter()
+                    .find(|template| crate::routes::matches(template, path))
+            })
+            .unwrap_or(&self.unmatched)
     }
 }
 
@@ -189,26 +217,31 @@ pub struct RequestObserver {
 
 impl RequestObserver {
     pub fn observe(&self, method: &str, path: &str, status: StatusCode, elapsed: Duration) {
-        let route = self.routes.template(path).to_owned();
+        let route = self.routes.template(path);
         // Clients can send any token as a method; only the standard ones
         // get a series of their own, so the number of series stays bounded.
         let method = match method {
-            "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS" => method,
+            "GET" => "GET",
+            "HEAD" => "HEAD",
+            "POST" => "POST",
+            "PUT" => "PUT",
+            "PATCH" => "PATCH",
+            "DELETE" => "DELETE",
+            "OPTIONS" => "OPTIONS",
             _ => "OTHER",
-        }
-        .to_owned();
+        };
         self.metrics
             .request_duration
             .get_or_create(&RouteLabels {
-                method: method.clone(),
-                route: route.clone(),
+                method,
+                route: Arc::clone(route),
             })
             .observe(elapsed.as_secs_f64());
         self.metrics
             .requests
             .get_or_create(&RequestLabels {
                 method,
-                route,
+                route: Arc::clone(route),
                 status: status.as_u16(),
             })
             .inc();
@@ -251,11 +284,31 @@ mod tests {
                 .into_iter()
                 .map(String::from),
         );
-        assert_eq!(routes.template("/v1/events"), "/v1/events");
-        assert_eq!(routes.template("/v1/events/0193"), "/v1/events/{id}");
-        assert_eq!(routes.template("/v1/events/"), "unmatched");
-        assert_eq!(routes.template("/v1/events/a/b"), "unmatched");
-        assert_eq!(routes.template("/healthz"), "/healthz");
-        assert_eq!(routes.template("/nope"), "unmatched");
+        assert_eq!(routes.template("/v1/events").as_str(), "/v1/events");
+        assert_eq!(
+            routes.template("/v1/events/0193").as_str(),
+            "/v1/events/{id}"
+        );
+        assert_eq!(routes.template("/v1/events/").as_str(), "unmatched");
+        assert_eq!(routes.template("/v1/events/a/b").as_str(), "unmatched");
+        assert_eq!(routes.template("/healthz").as_str(), "/healthz");
+        assert_eq!(routes.template("/nope").as_str(), "unmatched");
+    }
+
+    #[test]
+    fn a_literal_template_wins_over_one_with_a_parameter() {
+        let routes = Routes::new(
+            ["/v1/devices/{id}", "/v1/devices/mine"]
+                .into_iter()
+                .map(String::from),
+        );
+        assert_eq!(
+            routes.template("/v1/devices/mine").as_str(),
+            "/v1/devices/mine"
+        );
+        assert_eq!(
+            routes.template("/v1/devices/d_1").as_str(),
+            "/v1/devices/{id}"
+        );
     }
 }

@@ -29,7 +29,8 @@ struct Param {
 /// Every operation's parameters, by route template and method.
 pub struct QueryRules {
     routes: Routes,
-    params: HashMap<(String, String), Vec<Param>>,
+    /// By route template, then by method (upper case).
+    params: HashMap<String, HashMap<String, Vec<Param>>>,
 }
 
 impl QueryRules {
@@ -54,10 +55,13 @@ impl QueryRules {
                         })
                     })
                     .collect();
-                params.insert((template.clone(), method.to_ascii_uppercase()), list);
+                params
+                    .entry(template.clone())
+                    .or_insert_with(HashMap::new)
+                    .insert(method.to_ascii_uppercase(), list);
             }
         }
-        let routes = Routes::new(params.keys().map(|(template, _)| template.clone()));
+        let routes = Routes::new(params.keys().cloned());
         Self { routes, params }
     }
 
@@ -104,11 +108,12 @@ pub async fn check_query<E: Endpoint>(
     rules: Arc<QueryRules>,
 ) -> poem::Result<Response> {
     let request_id = RequestId::of(&req);
-    let key = (
-        rules.routes.template(req.uri().path()).to_owned(),
-        req.method().as_str().to_owned(),
-    );
-    let Some(params) = rules.params.get(&key) else {
+    let template = rules.routes.template(req.uri().path());
+    let params = rules
+        .params
+        .get(template.as_str())
+        .and_then(|methods| methods.get(req.method().as_str()));
+    let Some(params) = params else {
         return Ok(rendered(
             ep.call(req).await.map(IntoResponse::into_response),
             request_id,
