@@ -12,8 +12,7 @@ use common::{
     jobs::{Job, NotifyJob},
     queue::{JobQueue, QueueError, RetryPolicy},
     store::{
-        Delivery, DeliveryClaim, DeliveryState, Device, Event, NotificationState, Scope, Store,
-        StoreError,
+        Delivery, DeliveryClaim, Device, Event, NotificationState, Scope, Store, StoreError,
         lease::{ClaimKey, ClaimRequest},
     },
     time::Clock,
@@ -160,6 +159,15 @@ impl Deliverer {
 impl Deliverer {
     /// Processes one notify job.
     pub async fn deliver(&self, job: &NotifyJob) -> Result<JobOutcome, DeliverError> {
+        let listed = self.devices.list(&job.scope).await?;
+        if listed.is_empty() {
+            // Nothing to send, so the event itself need not be read: it
+            // settles from the deliveries it may have (a device deleted
+            // since an earlier try), or as skipped, in one store call.
+            self.settle_from_deliveries(&job.scope, job.event_id, &[])
+                .await?;
+            return Ok(JobOutcome::Done);
+        }
         let Some(event) = self.store.get_event(&job.scope, job.event_id).await? else {
             tracing::warn!("event not found; nothing to send");
             return Ok(JobOutcome::Done);
@@ -168,7 +176,6 @@ impl Deliverer {
             self.settle(&event, NotificationState::Skipped).await?;
             return Ok(JobOutcome::Done);
         }
-        let listed = self.devices.list(&job.scope).await?;
         let devices: Vec<&Device> = listed
             .iter()
             .filter(|d| d.wants(&event.channel_name))
@@ -229,7 +236,8 @@ impl Deliverer {
         }
         if settled_here {
             let eligible: Vec<uuid::Uuid> = devices.iter().map(|d| d.id).collect();
-            self.settle_from_deliveries(&event, &eligible).await?;
+            self.settle_from_deliveries(&event.scope, event.id, &eligible)
+                .await?;
         }
         Ok(if gave_up {
             JobOutcome::DeadLetter
@@ -262,36 +270,22 @@ impl Deliverer {
         Ok(())
     }
 
-    /// Settles the event once every delivery that can still happen is
-    /// final. A delivery left unfinished for a device that is no longer
-    /// `eligible` (deleted, deactivated, or its channels changed) will never
-    /// be sent, so it does not keep the event open.
+    /// Settles the event once every delivery that can still happen (for a
+    /// device still `eligible`) is final ([`common::store::settled_state`]).
     async fn settle_from_deliveries(
         &self,
-        event: &Event,
+        scope: &Scope,
+        event_id: uuid::Uuid,
         eligible: &[uuid::Uuid],
     ) -> Result<(), DeliverError> {
-        let deliveries: Vec<Delivery> = self
+        if let Some(state) = self
             .store
-            .list_deliveries(&event.scope, event.id)
+            .settle_notification(scope, event_id, eligible)
             .await?
-            .into_iter()
-            .filter(|d| d.state.is_final() || eligible.contains(&d.device_id))
-            .collect();
-        if deliveries.iter().any(|d| !d.state.is_final()) {
-            return Ok(());
-        }
-        let state = if deliveries.is_empty() {
-            NotificationState::Skipped
-        } else if deliveries
-            .iter()
-            .any(|d| d.state == DeliveryState::Delivered)
         {
-            NotificationState::Delivered
-        } else {
-            NotificationState::Failed
-        };
-        self.settle(event, state).await
+            tracing::info!(state = state.as_str(), "notification settled");
+        }
+        Ok(())
     }
 
     /// Moves the event's notification to its final `state`.

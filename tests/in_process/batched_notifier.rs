@@ -2,7 +2,8 @@
 //! once across redelivered jobs and two competing notifiers, the in-flight
 //! limit holds, and a cached device list follows the devices deleted and
 //! added through the API (at once in the same process, within the cache's
-//! bound from another).
+//! bound from another), and a job with no device to send to settles its
+//! event without reading it.
 
 use std::{
     num::NonZeroUsize,
@@ -17,6 +18,10 @@ use async_trait::async_trait;
 use common::{
     jobs::Job,
     queue::{self, QueueConfig},
+    store::{
+        NotificationState, StoreResult,
+        layer::{Layer, Layered},
+    },
 };
 use notifier::push::{Push, PushOutcome, PushProvider};
 use serde_json::Value;
@@ -234,9 +239,60 @@ async fn a_device_changed_by_another_process_counts_within_the_cache_bound(kind:
     pipeline.finish().await;
 }
 
+/// Counts the store's reads of an event and of its deliveries.
+struct CountEventReads(Arc<AtomicUsize>);
+
+impl Layer for CountEventReads {
+    async fn around<'a, T: Send + 'a>(
+        &'a self,
+        method: &'static str,
+        call: impl Future<Output = StoreResult<T>> + Send + 'a,
+    ) -> StoreResult<T> {
+        if matches!(method, "get_event" | "list_deliveries") {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        call.await
+    }
+}
+
+async fn a_job_with_no_device_to_send_to_settles_its_event_without_reading_it(kind: StoreKind) {
+    let reads = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&reads);
+    let app = TestApp::spawn_wrapped(TestConfig::new(kind), Embedded::default(), move |store| {
+        Arc::new(Layered::new(store, CountEventReads(counter)))
+    })
+    .await;
+    let (key, _) = app.new_key().await;
+    const EVENTS: u64 = 5;
+    for i in 0..EVENTS {
+        let body = serde_json::json!({ "channelName": "quiet", "title": format!("n{i}") });
+        app.record_event(&key, &body).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let skipped = app
+            .store
+            .count_in_notification_state(NotificationState::Skipped)
+            .await
+            .expect("counted");
+        if skipped == EVENTS {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{skipped} of {EVENTS} settled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        reads.load(Ordering::SeqCst),
+        0,
+        "the jobs read their events"
+    );
+    app.stop().await;
+}
+
 for_each_store!(
     each_device_is_pushed_once_across_redelivered_jobs_and_two_notifiers,
     the_in_flight_limit_holds_across_jobs,
     a_device_changed_through_this_process_counts_from_the_next_job,
     a_device_changed_by_another_process_counts_within_the_cache_bound,
+    a_job_with_no_device_to_send_to_settles_its_event_without_reading_it,
 );

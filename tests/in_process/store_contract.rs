@@ -491,6 +491,115 @@ async fn deliveries_are_claimed_as_leases_fenced_and_given_up(kind: StoreKind) {
     );
 }
 
+async fn an_event_settles_from_its_deliveries_in_one_call(kind: StoreKind) {
+    use common::store::{
+        Delivery, DeliveryState, Event, NotificationState as N, lease::ClaimRequest,
+    };
+    let (store, _t) = open(kind).await;
+    let s = scope();
+    let now = common::time::now();
+    let state_of = |id| {
+        let (store, s) = (Arc::clone(&store), s.clone());
+        async move {
+            let event = store.get_event(&s, id).await.expect("read");
+            event.expect("stored").notification
+        }
+    };
+    let event = Event {
+        notification: N::Queued,
+        ..pending_event(&s)
+    };
+    store.insert_event(&event).await.expect("inserted");
+    let (sent, sending) = (Uuid::now_v7(), Uuid::now_v7());
+    let request = ClaimRequest {
+        now,
+        lease: Duration::from_secs(60),
+        max_attempts: 4,
+    };
+    for device in [sent, sending] {
+        store
+            .claim_delivery(&s, event.id, device, &request)
+            .await
+            .expect("claimed");
+    }
+    let delivered = Delivery {
+        event_id: event.id,
+        device_id: sent,
+        state: DeliveryState::Delivered,
+        attempts: 1,
+        error: None,
+        apns_id: None,
+        provider: Some("log".into()),
+        lease_until: None,
+        updated_at: now,
+    };
+    assert!(
+        store
+            .finish_delivery(&s, &delivered)
+            .await
+            .expect("finished")
+    );
+
+    // A delivery still being sent to an eligible device keeps it open.
+    let open_one = store
+        .settle_notification(&s, event.id, &[sent, sending])
+        .await
+        .expect("answered");
+    assert_eq!(open_one, None);
+    assert_eq!(state_of(event.id).await, N::Queued);
+    // Once that device is no longer eligible, what was sent settles it.
+    let settled = store
+        .settle_notification(&s, event.id, &[sent])
+        .await
+        .expect("settled");
+    assert_eq!(settled, Some(N::Delivered));
+    assert_eq!(state_of(event.id).await, N::Delivered);
+    let due = store
+        .events_due(&N::UNSETTLED, now + Age::days(1), None, 10)
+        .await
+        .expect("listed");
+    assert!(due.iter().all(|e| e.id != event.id), "no longer due");
+
+    // No delivery at all: skipped.
+    let quiet = pending_event(&s);
+    store.insert_event(&quiet).await.expect("inserted");
+    let settled = store
+        .settle_notification(&s, quiet.id, &[])
+        .await
+        .expect("settled");
+    assert_eq!(settled, Some(N::Skipped));
+    assert_eq!(state_of(quiet.id).await, N::Skipped);
+
+    // A settled notification is never moved again, nor is another
+    // project's event, and an unknown event is no error.
+    let failed = pending_event(&s);
+    store.insert_event(&failed).await.expect("inserted");
+    store
+        .set_notification_state(&s, failed.id, &N::UNSETTLED, N::Failed, None)
+        .await
+        .expect("moved");
+    store
+        .settle_notification(&s, failed.id, &[])
+        .await
+        .expect("answered");
+    assert_eq!(state_of(failed.id).await, N::Failed);
+    let theirs = pending_event(&scope());
+    store.insert_event(&theirs).await.expect("inserted");
+    store
+        .settle_notification(&s, theirs.id, &[])
+        .await
+        .expect("answered");
+    let stored = store
+        .get_event(&theirs.scope, theirs.id)
+        .await
+        .expect("read");
+    assert_eq!(stored.expect("stored").notification, N::Pending);
+    store
+        .settle_notification(&s, Uuid::now_v7(), &[])
+        .await
+        .expect("an unknown event is no error");
+}
+
 async fn notification_states_move_only_from_the_expected_ones(kind: StoreKind) {
     use common::store::{Event, NotificationState as N};
     let (store, _t) = open(kind).await;
@@ -717,6 +826,7 @@ for_each_store!(
     an_abandoned_claim_is_taken_over_at_once_by_the_same_request_with_its_reserved_id,
     an_event_inserted_twice_is_stored_once,
     notification_states_move_only_from_the_expected_ones,
+    an_event_settles_from_its_deliveries_in_one_call,
     only_unsettled_events_are_due,
     api_keys_are_found_by_hash_listed_and_revoked,
     api_key_scopes_round_trip,

@@ -150,6 +150,14 @@ macro_rules! impl_store_by_aggregate {
                 ) -> StoreResult<bool> {
                     events::set_notification_state(self, scope, event_id, from, to, due).await
                 }
+                async fn settle_notification(
+                    &self,
+                    scope: &Scope,
+                    event_id: Uuid,
+                    eligible: &[Uuid],
+                ) -> StoreResult<Option<NotificationState>> {
+                    events::settle(self, scope, event_id, eligible).await
+                }
                 async fn events_due(
                     &self,
                     states: &[NotificationState],

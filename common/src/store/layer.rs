@@ -155,6 +155,11 @@ delegate! {
     fn claim_deliveries(keys: &[ClaimKey], request: &ClaimRequest) -> StoreResult<Vec<DeliveryClaim>>;
     fn finish_deliveries(deliveries: &[(Scope, Delivery)]) -> StoreResult<Vec<bool>>;
     fn list_deliveries(scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>>;
+    fn settle_notification(
+        scope: &Scope,
+        event_id: Uuid,
+        eligible: &[Uuid],
+    ) -> StoreResult<Option<NotificationState>>;
     fn get_api_key(id: Uuid) -> StoreResult<Option<ApiKey>>;
     fn rotate_api_key(
         id: Uuid,

@@ -13,6 +13,7 @@ pub mod layer;
 pub mod lease;
 mod model;
 pub mod mongo;
+mod settle;
 pub mod sqlite;
 pub mod tenancy;
 
@@ -32,6 +33,7 @@ pub use self::model::{
     EventFilter, EventPosition, IdempotencyBegin, IdempotentOutcome, Identity, Inserted,
     NotificationState, Priority, Purged, Scope, StoredResponse,
 };
+pub use self::settle::settled_state;
 pub use self::tenancy::{NameTaken, Organization, Project};
 
 /// Why a store call failed. Callers map `Unavailable` to 503 and everything
@@ -303,6 +305,19 @@ pub trait Store: Send + Sync + 'static {
     async fn finish_deliveries(&self, deliveries: &[(Scope, Delivery)]) -> StoreResult<Vec<bool>>;
     /// Every delivery of an event, by device.
     async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>>;
+    /// Settles an event's notification from its deliveries: reads them
+    /// and, once [`settled_state`] finds every one that can still happen
+    /// final (`eligible`: the devices that may still get one), moves the
+    /// notification there if it is still pending or queued (conditional,
+    /// as [`Store::set_notification_state`]). Returns that state, or `None`
+    /// while a delivery is still open. The embedded store reads and moves
+    /// in one write; MongoDB reads, then updates conditionally.
+    async fn settle_notification(
+        &self,
+        scope: &Scope,
+        event_id: Uuid,
+        eligible: &[Uuid],
+    ) -> StoreResult<Option<NotificationState>>;
     /// How many device changes (registered, updated, deleted, deactivated)
     /// went through this store handle since it was opened. A device list
     /// read while this number stays the same is current as far as this

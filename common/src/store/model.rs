@@ -160,6 +160,7 @@ impl NotificationState {
 
     /// The states nothing more happens in.
     pub const SETTLED: [Self; 3] = [Self::Delivered, Self::Failed, Self::Skipped];
+    pub const UNSETTLED: [Self; 2] = [Self::Pending, Self::Queued];
 
     /// Whether nothing more happens in this state.
     pub fn is_settled(self) -> bool {

@@ -9,9 +9,11 @@ use uuid::Uuid;
 use super::{
     MongoStore, classify,
     codec::{date, event_from_doc, event_to_doc, opt_str, scope_filter, state_names},
-    find_all, idempotency,
+    deliveries, find_all, idempotency,
 };
-use crate::store::{Event, IdempotentOutcome, Inserted, NotificationState, Scope, StoreResult};
+use crate::store::{
+    Event, IdempotentOutcome, Inserted, NotificationState, Scope, StoreResult, settled_state,
+};
 
 pub(super) async fn insert(store: &MongoStore, event: &Event) -> StoreResult<Inserted> {
     store.writer.insert(event, event_to_doc(event), None).await
@@ -93,6 +95,32 @@ pub(super) async fn set_notification_state(
         .await
         .map_err(classify)?;
     Ok(result.matched_count == 1)
+}
+
+/// Reads the event's deliveries, then moves its notification: two round
+/// trips, not a transaction. Nothing between them can make the move wrong:
+/// a final delivery stays final, and the move is conditional, so it never
+/// overwrites a notification another worker settled meanwhile.
+pub(super) async fn settle(
+    store: &MongoStore,
+    scope: &Scope,
+    event_id: Uuid,
+    eligible: &[Uuid],
+) -> StoreResult<Option<NotificationState>> {
+    let deliveries = deliveries::list(store, scope, event_id).await?;
+    let state = settled_state(&deliveries, eligible);
+    if let Some(state) = state {
+        set_notification_state(
+            store,
+            scope,
+            event_id,
+            &NotificationState::UNSETTLED,
+            state,
+            None,
+        )
+        .await?;
+    }
+    Ok(state)
 }
 
 pub(super) async fn due(

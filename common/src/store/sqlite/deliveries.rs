@@ -4,7 +4,7 @@
 //! own. A batch of claims, or of outcomes, shares one transaction: one
 //! commit instead of one per push.
 
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use uuid::Uuid;
 
 use super::{
@@ -177,13 +177,18 @@ pub(super) async fn list(
     event_id: Uuid,
 ) -> StoreResult<Vec<Delivery>> {
     let scope = scope.clone();
-    store
-        .run(move |c| {
-            c.prepare_cached(&format!(
-                "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE event_id = ?1 AND org = ?2 AND project = ?3 ORDER BY device_id"
-            ))?
-            .query_map(params![event_id.to_string(), scope.org, scope.project], delivery_from_row)?
-            .collect()
-        })
-        .await
+    store.run(move |c| list_in(c, &scope, event_id)).await
+}
+
+/// An event's deliveries, by device, read on `c` (inside a write, too).
+pub(super) fn list_in(
+    c: &Connection,
+    scope: &Scope,
+    event_id: Uuid,
+) -> rusqlite::Result<Vec<Delivery>> {
+    c.prepare_cached(&format!(
+        "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE event_id = ?1 AND org = ?2 AND project = ?3 ORDER BY device_id"
+    ))?
+    .query_map(params![event_id.to_string(), scope.org, scope.project], delivery_from_row)?
+    .collect()
 }

@@ -13,9 +13,11 @@ use uuid::Uuid;
 use super::{
     SqliteStore,
     codec::{EVENT_COLUMNS, event_from_row, ms, state_list, to_json, ts},
-    idempotency,
+    deliveries, idempotency,
 };
-use crate::store::{Event, IdempotentOutcome, Inserted, NotificationState, Scope, StoreResult};
+use crate::store::{
+    Event, IdempotentOutcome, Inserted, NotificationState, Scope, StoreResult, settled_state,
+};
 
 /// The states the outbox relay still has work in, as the predicate of its
 /// partial index `events_by_relay` (migrations.rs): a query uses that index
@@ -171,6 +173,39 @@ pub(super) async fn set_notification_state(
                     due.as_ref().map(ms),
                 ])?;
             Ok(n == 1)
+        })
+        .await
+}
+
+/// Reads the event's deliveries and moves its notification in one write, so
+/// the notifier's last step for an event is one trip to the connection's
+/// thread. The move names the unsettled states as the relay's index does
+/// ([`UNSETTLED`]), with no list to bind.
+pub(super) async fn settle(
+    store: &SqliteStore,
+    scope: &Scope,
+    event_id: Uuid,
+    eligible: &[Uuid],
+) -> StoreResult<Option<NotificationState>> {
+    let scope = scope.clone();
+    let eligible = eligible.to_vec();
+    store
+        .write(move |c| {
+            let deliveries = deliveries::list_in(c, &scope, event_id)?;
+            let state = settled_state(&deliveries, &eligible);
+            if let Some(state) = state {
+                c.prepare_cached(&format!(
+                    "UPDATE events SET notification_state = ?4, notification_due_ms = NULL \
+                     WHERE id = ?1 AND org = ?2 AND project = ?3 AND {UNSETTLED}"
+                ))?
+                .execute(params![
+                    event_id.to_string(),
+                    scope.org,
+                    scope.project,
+                    state.as_str(),
+                ])?;
+            }
+            Ok(state)
         })
         .await
 }
