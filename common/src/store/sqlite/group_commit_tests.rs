@@ -1,6 +1,6 @@
 //! The group-commit writer's tests: batches, a failed write among
-//! batch-mates, a batch that cannot commit, one key claimed twice in one
-//! batch, and writes whose callers gave up.
+//! batch-mates, a batch that cannot begin or commit, one key claimed twice
+//! in one batch, and writes whose callers gave up.
 
 use std::{sync::Arc, time::Duration};
 
@@ -169,6 +169,52 @@ async fn a_batch_that_cannot_commit_fails_every_write_as_unavailable_and_stores_
     assert_eq!(store.count_events(&scope).await.expect("count"), 0);
     assert_eq!(counts(&store), (0, 0));
     // The writer carries on with the next batch.
+    store.insert_event(&event("c")).await.expect("stored");
+    assert_eq!(store.count_events(&scope).await.expect("count"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_whose_commit_fails_stores_nothing_and_the_writer_carries_on() {
+    let (_dir, store) = open().await;
+    // A deferred foreign key is checked at COMMIT, which then fails and
+    // leaves the transaction open: the writer must end it itself.
+    store
+        .run(|c| {
+            c.execute_batch(
+                "PRAGMA foreign_keys = ON; \
+                 CREATE TABLE parent (id INTEGER PRIMARY KEY); \
+                 CREATE TABLE child (parent INTEGER REFERENCES parent (id) \
+                     DEFERRABLE INITIALLY DEFERRED);",
+            )
+        })
+        .await
+        .expect("tables");
+    let held = Held::hold(&store, Duration::from_secs(5)).await;
+    let orphan = {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            store
+                .write(|c| c.execute("INSERT INTO child VALUES (42)", []))
+                .await
+        })
+    };
+    let mate = {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move { store.insert_event(&event("c")).await })
+    };
+    queued(&store, 1).await;
+    held.release();
+    let orphan = orphan.await.expect("task");
+    assert!(
+        matches!(orphan, Err(StoreError::Unavailable(_))),
+        "{orphan:?}"
+    );
+    let mate = mate.await.expect("task");
+    assert!(matches!(mate, Err(StoreError::Unavailable(_))), "{mate:?}");
+    let scope = Scope::new("acme", "batch");
+    assert_eq!(store.count_events(&scope).await.expect("count"), 0);
+    let open = store.run(|c| Ok(!c.is_autocommit())).await.expect("asked");
+    assert!(!open, "a transaction was left open");
     store.insert_event(&event("c")).await.expect("stored");
     assert_eq!(store.count_events(&scope).await.expect("count"), 1);
 }

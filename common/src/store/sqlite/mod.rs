@@ -34,6 +34,10 @@ use std::{
 
 use super::{SqliteSync, StoreError, StoreResult, by_aggregate::impl_store_by_aggregate};
 
+/// Prepared statements kept on the connection: more than the store has
+/// (about 40, with the listing's variants by filter).
+const STATEMENT_CACHE: usize = 128;
+
 pub struct SqliteStore {
     conn: tokio_rusqlite::Connection,
     /// The group-commit writer, on the same connection.
@@ -69,6 +73,10 @@ impl SqliteStore {
             )
         })?;
         conn.call(move |c| {
+            // Room for every statement the store caches (rusqlite keeps 16),
+            // so that none is evicted and parsed again while the notifier's
+            // and the API's statements take turns.
+            c.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
             c.busy_timeout(Duration::from_secs(5))?;
             c.pragma_update(None, "journal_mode", "WAL")?;
             c.pragma_update(None, "synchronous", synchronous.as_str())?;
