@@ -94,6 +94,8 @@ pub struct Deliverer {
     pub lease: Duration,
     pub clock: Clock,
     pub metrics: NotifierMetrics,
+    /// The event of every job, read in one store call per batch.
+    events: Batcher<(Scope, uuid::Uuid), Option<Event>>,
     /// Claims of every job, gathered into one store call per batch.
     claims: Batcher<ClaimKey, DeliveryClaim>,
     /// Outcomes of every job, likewise.
@@ -119,6 +121,13 @@ impl Deliverer {
             max_in_flight,
             device_cache,
         } = parts;
+        let events = {
+            let store = Arc::clone(&store);
+            Batcher::spawn(BATCH, move |keys: Vec<(Scope, uuid::Uuid)>| {
+                let store = Arc::clone(&store);
+                async move { store.get_events(&keys).await }
+            })
+        };
         let claims = {
             let store = Arc::clone(&store);
             Batcher::spawn(BATCH, move |keys: Vec<ClaimKey>| {
@@ -148,6 +157,7 @@ impl Deliverer {
             lease,
             clock,
             metrics,
+            events,
             claims,
             finishes,
             in_flight: Semaphore::new(max_in_flight.get()),
@@ -168,7 +178,7 @@ impl Deliverer {
                 .await?;
             return Ok(JobOutcome::Done);
         }
-        let Some(event) = self.store.get_event(&job.scope, job.event_id).await? else {
+        let Some(event) = self.events.call((job.scope.clone(), job.event_id)).await? else {
             tracing::warn!("event not found; nothing to send");
             return Ok(JobOutcome::Done);
         };

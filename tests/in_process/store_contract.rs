@@ -491,6 +491,38 @@ async fn deliveries_are_claimed_as_leases_fenced_and_given_up(kind: StoreKind) {
     );
 }
 
+async fn events_are_read_many_at_once_each_in_its_own_scope(kind: StoreKind) {
+    let (store, _t) = open(kind).await;
+    let (ours, theirs) = (scope(), scope());
+    let (a, b, c) = (
+        pending_event(&ours),
+        pending_event(&ours),
+        pending_event(&theirs),
+    );
+    for event in [&a, &b, &c] {
+        store.insert_event(event).await.expect("inserted");
+    }
+    let read = store
+        .get_events(&[
+            (ours.clone(), b.id),
+            (theirs.clone(), a.id),
+            (ours.clone(), Uuid::now_v7()),
+            (theirs.clone(), c.id),
+            (ours.clone(), a.id),
+            (ours.clone(), b.id),
+        ])
+        .await
+        .expect("read");
+    let ids: Vec<Option<Uuid>> = read.iter().map(|e| e.as_ref().map(|e| e.id)).collect();
+    assert_eq!(
+        ids,
+        [Some(b.id), None, None, Some(c.id), Some(a.id), Some(b.id)],
+        "each key answered in order, only in its own scope"
+    );
+    assert_eq!(read[4], store.get_event(&ours, a.id).await.expect("read"));
+    assert!(store.get_events(&[]).await.expect("read").is_empty());
+}
+
 async fn an_event_settles_from_its_deliveries_in_one_call(kind: StoreKind) {
     use common::store::{
         Delivery, DeliveryState, Event, NotificationState as N, lease::ClaimRequest,
@@ -827,6 +859,7 @@ for_each_store!(
     an_event_inserted_twice_is_stored_once,
     notification_states_move_only_from_the_expected_ones,
     an_event_settles_from_its_deliveries_in_one_call,
+    events_are_read_many_at_once_each_in_its_own_scope,
     only_unsettled_events_are_due,
     api_keys_are_found_by_hash_listed_and_revoked,
     api_key_scopes_round_trip,

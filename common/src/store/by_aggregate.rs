@@ -134,6 +134,12 @@ macro_rules! impl_store_by_aggregate {
                 async fn get_event(&self, scope: &Scope, id: Uuid) -> StoreResult<Option<Event>> {
                     events::get(self, scope, id).await
                 }
+                async fn get_events(
+                    &self,
+                    keys: &[(Scope, Uuid)],
+                ) -> StoreResult<Vec<Option<Event>>> {
+                    events::get_many(self, keys).await
+                }
                 async fn count_events(&self, scope: &Scope) -> StoreResult<u64> {
                     events::count(self, scope).await
                 }

@@ -75,6 +75,7 @@ delegate! {
     fn insert_event(event: &Event) -> StoreResult<Inserted>;
     fn insert_event_with_outcome(event: &Event, outcome: &IdempotentOutcome) -> StoreResult<Inserted>;
     fn get_event(scope: &Scope, id: Uuid) -> StoreResult<Option<Event>>;
+    fn get_events(keys: &[(Scope, Uuid)]) -> StoreResult<Vec<Option<Event>>>;
     fn count_events(scope: &Scope) -> StoreResult<u64>;
     fn list_channels(scope: &Scope) -> StoreResult<Vec<String>>;
     fn list_events(

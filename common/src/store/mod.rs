@@ -146,6 +146,10 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Inserted>;
     /// One event of the scope, if it exists.
     async fn get_event(&self, scope: &Scope, id: Uuid) -> StoreResult<Option<Event>>;
+    /// Many events at once, each by its scope and id: for each, in order,
+    /// what [`Store::get_event`] would answer (one trip to the connection's
+    /// thread, or one query).
+    async fn get_events(&self, keys: &[(Scope, Uuid)]) -> StoreResult<Vec<Option<Event>>>;
     /// How many events the scope has.
     async fn count_events(&self, scope: &Scope) -> StoreResult<u64>;
     /// Names of the scope's channels, in order of creation.

@@ -53,6 +53,37 @@ pub(super) async fn get(store: &MongoStore, scope: &Scope, id: Uuid) -> StoreRes
         .transpose()
 }
 
+/// Many events in one query by id; each is answered only in its own scope.
+pub(super) async fn get_many(
+    store: &MongoStore,
+    keys: &[(Scope, Uuid)],
+) -> StoreResult<Vec<Option<Event>>> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<String> = keys.iter().map(|(_, id)| id.to_string()).collect();
+    let docs = find_all(
+        &store.events(),
+        doc! { "_id": { "$in": ids } },
+        doc! { "_id": 1 },
+        None,
+    )
+    .await?;
+    let found = docs
+        .iter()
+        .map(event_from_doc)
+        .collect::<StoreResult<Vec<Event>>>()?;
+    Ok(keys
+        .iter()
+        .map(|(scope, id)| {
+            found
+                .iter()
+                .find(|e| e.id == *id && e.scope == *scope)
+                .cloned()
+        })
+        .collect())
+}
+
 pub(super) async fn count(store: &MongoStore, scope: &Scope) -> StoreResult<u64> {
     store
         .events()

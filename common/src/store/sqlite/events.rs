@@ -36,6 +36,9 @@ static INSERT_EVENT: LazyLock<String> = LazyLock::new(|| {
 });
 static SELECT_EVENT: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1"));
+static SELECT_SCOPED_EVENT: LazyLock<String> = LazyLock::new(|| {
+    format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1 AND org = ?2 AND project = ?3")
+});
 
 pub(super) async fn insert(store: &SqliteStore, event: &Event) -> StoreResult<Inserted> {
     let e = event.clone();
@@ -108,18 +111,31 @@ pub(super) async fn get(
     id: Uuid,
 ) -> StoreResult<Option<Event>> {
     let scope = scope.clone();
+    store.run(move |c| get_in(c, &scope, id)).await
+}
+
+/// Many events in one trip to the connection's thread.
+pub(super) async fn get_many(
+    store: &SqliteStore,
+    keys: &[(Scope, Uuid)],
+) -> StoreResult<Vec<Option<Event>>> {
+    let keys = keys.to_vec();
     store
         .run(move |c| {
-            c.prepare_cached(&format!(
-                "SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1 AND org = ?2 AND project = ?3"
-            ))?
-            .query_row(
-                params![id.to_string(), scope.org, scope.project],
-                event_from_row,
-            )
-            .optional()
+            keys.iter()
+                .map(|(scope, id)| get_in(c, scope, *id))
+                .collect()
         })
         .await
+}
+
+fn get_in(c: &Connection, scope: &Scope, id: Uuid) -> rusqlite::Result<Option<Event>> {
+    c.prepare_cached(&SELECT_SCOPED_EVENT)?
+        .query_row(
+            params![id.to_string(), scope.org, scope.project],
+            event_from_row,
+        )
+        .optional()
 }
 
 pub(super) async fn count(store: &SqliteStore, scope: &Scope) -> StoreResult<u64> {
