@@ -208,6 +208,9 @@ impl Routes {
     }
 }
 
+/// The methods whose requests are counted under their own name.
+const STANDARD_METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+
 /// What the outermost middleware records about each request.
 #[derive(Debug)]
 pub struct RequestObserver {
@@ -220,16 +223,10 @@ impl RequestObserver {
         let route = self.routes.template(path);
         // Clients can send any token as a method; only the standard ones
         // get a series of their own, so the number of series stays bounded.
-        let method = match method {
-            "GET" => "GET",
-            "HEAD" => "HEAD",
-            "POST" => "POST",
-            "PUT" => "PUT",
-            "PATCH" => "PATCH",
-            "DELETE" => "DELETE",
-            "OPTIONS" => "OPTIONS",
-            _ => "OTHER",
-        };
+        let method = STANDARD_METHODS
+            .into_iter()
+            .find(|standard| *standard == method)
+            .unwrap_or("OTHER");
         self.metrics
             .request_duration
             .get_or_create(&RouteLabels {
