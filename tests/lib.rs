@@ -8,6 +8,7 @@
 //! gets its own database name, so nothing is ever dropped or shared.
 
 pub mod contract;
+mod counting;
 pub mod drill;
 mod eventually;
 pub mod fcm_service;
@@ -27,6 +28,8 @@ use std::{
     sync::{Arc, Mutex, OnceLock},
     time::Duration,
 };
+
+pub use counting::CountCalls;
 
 use common::store::{Scope, Store, StoreConfig};
 pub use eventually::{Observation, eventually};

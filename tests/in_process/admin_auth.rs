@@ -4,22 +4,17 @@
 //! only. When keys were last used costs no store write per request.
 
 use std::{
-    future::Future,
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
+    sync::{Arc, atomic::Ordering},
     time::Duration,
 };
 
 use chrono::{DurationRound as _, TimeDelta};
-use common::store::{
-    StoreResult,
-    layer::{Layer, Layered},
-};
+use common::store::layer::Layered;
 use reqwest::Method;
 use serde_json::json;
-use tocsin_tests::{Embedded, Reply, StoreKind, TestApp, TestConfig, eventually, for_each_store};
+use tocsin_tests::{
+    CountCalls, Embedded, Reply, StoreKind, TestApp, TestConfig, eventually, for_each_store,
+};
 
 async fn post_event(app: &TestApp, key: &str) -> Reply {
     Reply::of(
@@ -118,30 +113,12 @@ async fn a_rotated_keys_old_secret_works_through_its_grace_only(kind: StoreKind)
     assert_eq!(post_event(&app, &new).await.status, 201);
 }
 
-/// Counts the store's writes of when keys were last used.
-#[derive(Default)]
-struct CountLastUsedWrites(Arc<AtomicUsize>);
-
-impl Layer for CountLastUsedWrites {
-    async fn around<'a, T: Send + 'a>(
-        &'a self,
-        method: &'static str,
-        call: impl Future<Output = StoreResult<T>> + Send + 'a,
-    ) -> StoreResult<T> {
-        if method == "set_keys_last_used" {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-        call.await
-    }
-}
-
 async fn last_use_is_written_at_most_once_a_minute(kind: StoreKind) {
     let mut test = TestConfig::new(kind);
     test.config.last_used_flush_ms = 100.try_into().expect("non-zero");
-    let writes = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&writes);
+    let (counting, writes) = CountCalls::of(&["set_keys_last_used"]);
     let app = TestApp::spawn_wrapped(test, Embedded::default(), move |store| {
-        Arc::new(Layered::new(store, CountLastUsedWrites(counter)))
+        Arc::new(Layered::new(store, counting))
     })
     .await;
     let token = app.create_admin("ops").await;

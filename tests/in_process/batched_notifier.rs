@@ -18,15 +18,12 @@ use async_trait::async_trait;
 use common::{
     jobs::Job,
     queue::{self, QueueConfig},
-    store::{
-        NotificationState, StoreResult,
-        layer::{Layer, Layered},
-    },
+    store::{NotificationState, layer::Layered},
 };
 use notifier::push::{Push, PushOutcome, PushProvider};
 use serde_json::Value;
 use tocsin_tests::{
-    Embedded, Reply, StoreKind, TestApp, TestConfig, for_each_store,
+    CountCalls, Embedded, Reply, StoreKind, TestApp, TestConfig, for_each_store,
     pipeline::{Pipeline, token},
     test_notifier_config,
 };
@@ -239,27 +236,10 @@ async fn a_device_changed_by_another_process_counts_within_the_cache_bound(kind:
     pipeline.finish().await;
 }
 
-/// Counts the store's reads of an event and of its deliveries.
-struct CountEventReads(Arc<AtomicUsize>);
-
-impl Layer for CountEventReads {
-    async fn around<'a, T: Send + 'a>(
-        &'a self,
-        method: &'static str,
-        call: impl Future<Output = StoreResult<T>> + Send + 'a,
-    ) -> StoreResult<T> {
-        if matches!(method, "get_event" | "list_deliveries") {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-        call.await
-    }
-}
-
 async fn a_job_with_no_device_to_send_to_settles_its_event_without_reading_it(kind: StoreKind) {
-    let reads = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&reads);
+    let (counting, reads) = CountCalls::of(&["get_event", "list_deliveries"]);
     let app = TestApp::spawn_wrapped(TestConfig::new(kind), Embedded::default(), move |store| {
-        Arc::new(Layered::new(store, CountEventReads(counter)))
+        Arc::new(Layered::new(store, counting))
     })
     .await;
     let (key, _) = app.new_key().await;

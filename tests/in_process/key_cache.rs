@@ -4,21 +4,12 @@
 //! elsewhere, straight in the store, is refused within a second: auth.rs;
 //! by the CLI beside a running binary: tests/binaries/admin.rs.)
 
-use std::{
-    future::Future,
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
-};
+use std::sync::{Arc, atomic::Ordering};
 
-use common::store::{
-    StoreResult,
-    layer::{Layer, Layered},
-};
+use common::store::layer::Layered;
 use reqwest::Method;
 use serde_json::json;
-use tocsin_tests::{Embedded, Reply, StoreKind, TestApp, TestConfig, for_each_store};
+use tocsin_tests::{CountCalls, Embedded, Reply, StoreKind, TestApp, TestConfig, for_each_store};
 use uuid::Uuid;
 
 async fn post_event(app: &TestApp, key: &str) -> u16 {
@@ -40,27 +31,10 @@ async fn key_id(app: &TestApp, secret: &str) -> Uuid {
         .id
 }
 
-/// Counts the store's lookups of a key by its secret.
-struct CountKeyLookups(Arc<AtomicUsize>);
-
-impl Layer for CountKeyLookups {
-    async fn around<'a, T: Send + 'a>(
-        &'a self,
-        method: &'static str,
-        call: impl Future<Output = StoreResult<T>> + Send + 'a,
-    ) -> StoreResult<T> {
-        if method == "find_api_key_by_hash" {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-        call.await
-    }
-}
-
 async fn a_key_is_read_from_the_store_once_for_many_requests(kind: StoreKind) {
-    let lookups = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&lookups);
+    let (counting, lookups) = CountCalls::of(&["find_api_key_by_hash"]);
     let app = TestApp::spawn_wrapped(TestConfig::new(kind), Embedded::default(), move |store| {
-        Arc::new(Layered::new(store, CountKeyLookups(counter)))
+        Arc::new(Layered::new(store, counting))
     })
     .await;
     let (key, _) = app.new_key().await;
