@@ -4,6 +4,8 @@
 //! own. A batch of claims, or of outcomes, shares one transaction: one
 //! commit instead of one per push.
 
+use std::sync::LazyLock;
+
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use uuid::Uuid;
 
@@ -180,15 +182,24 @@ pub(super) async fn list(
     store.run(move |c| list_in(c, &scope, event_id)).await
 }
 
+/// Its text, made once: it runs for every event the notifier settles.
+static SELECT_EVENT_DELIVERIES: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {DELIVERY_COLUMNS} FROM deliveries \
+         WHERE event_id = ?1 AND org = ?2 AND project = ?3 ORDER BY device_id"
+    )
+});
+
 /// An event's deliveries, by device, read on `c` (inside a write, too).
 pub(super) fn list_in(
     c: &Connection,
     scope: &Scope,
     event_id: Uuid,
 ) -> rusqlite::Result<Vec<Delivery>> {
-    c.prepare_cached(&format!(
-        "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE event_id = ?1 AND org = ?2 AND project = ?3 ORDER BY device_id"
-    ))?
-    .query_map(params![event_id.to_string(), scope.org, scope.project], delivery_from_row)?
-    .collect()
+    c.prepare_cached(&SELECT_EVENT_DELIVERIES)?
+        .query_map(
+            params![event_id.to_string(), scope.org, scope.project],
+            delivery_from_row,
+        )?
+        .collect()
 }

@@ -24,9 +24,10 @@ use crate::store::{
 /// only when its WHERE clause contains this very term.
 pub(super) const UNSETTLED: &str = "notification_state IN ('pending', 'queued')";
 
-/// The text of the insert (run for every event, on the writer's thread) and
-/// of the look-up of an event it collided with, made once: the statement
-/// cache finds a statement by its text.
+/// The texts of statements run for every event (its insert, on the writer's
+/// thread, and the notifier's read and settling of it) and of the look-up
+/// of an event an insert collided with, made once: the statement cache
+/// finds a statement by its text.
 static INSERT_EVENT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "INSERT INTO events ({EVENT_COLUMNS}) \
@@ -36,6 +37,12 @@ static INSERT_EVENT: LazyLock<String> = LazyLock::new(|| {
 });
 static SELECT_EVENT: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1"));
+static SETTLE_EVENT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE events SET notification_state = ?4, notification_due_ms = NULL \
+         WHERE id = ?1 AND org = ?2 AND project = ?3 AND {UNSETTLED}"
+    )
+});
 static SELECT_SCOPED_EVENT: LazyLock<String> = LazyLock::new(|| {
     format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1 AND org = ?2 AND project = ?3")
 });
@@ -210,11 +217,7 @@ pub(super) async fn settle(
             let deliveries = deliveries::list_in(c, &scope, event_id)?;
             let state = settled_state(&deliveries, &eligible);
             if let Some(state) = state {
-                c.prepare_cached(&format!(
-                    "UPDATE events SET notification_state = ?4, notification_due_ms = NULL \
-                     WHERE id = ?1 AND org = ?2 AND project = ?3 AND {UNSETTLED}"
-                ))?
-                .execute(params![
+                c.prepare_cached(&SETTLE_EVENT)?.execute(params![
                     event_id.to_string(),
                     scope.org,
                     scope.project,
