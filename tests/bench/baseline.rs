@@ -9,11 +9,16 @@
 //! mode (tokio-rusqlite, as ingest's embedded store), which is what one
 //! commit per request costs on this disk.
 //!
-//!   bench-baseline LISTEN_ADDR DATA_DIR [SYNCHRONOUS=normal]
+//!   bench-baseline LISTEN_ADDR DATA_DIR [SYNCHRONOUS=normal] [STORE_SYNCHRONOUS=full]
+//!
+//! SYNCHRONOUS is the SQLite route's setting, STORE_SYNCHRONOUS the
+//! store's (`full`, ingest's default, or `normal`).
 //!
 //! Prints `listening <addr>` on stdout once it accepts connections.
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use common::store::{Event, NotificationState, Scope, SqliteSync, Store, StoreConfig};
 
 use poem::{
     Body, EndpointExt, Response, Route, Server, handler,
@@ -136,13 +141,61 @@ async fn with_sqlite(body: Body, db: Data<&Arc<tokio_rusqlite::Connection>>) -> 
     }
 }
 
+#[handler]
+async fn with_store(body: Body, store: Data<&Arc<dyn Store>>) -> Response {
+    let Ok(bytes) = body.into_bytes().await else {
+        return StatusCode::BAD_REQUEST.into();
+    };
+    let input: EventIn = match serde_json::from_slice(&bytes) {
+        Ok(input) => input,
+        Err(e) => return bad_request(&e),
+    };
+    let event = Event {
+        id: Uuid::now_v7(),
+        scope: Scope::new("bench", "bench"),
+        channel_name: input.channel_name,
+        title: input.title,
+        description: input.description,
+        icon: input.icon,
+        tags: input.tags.unwrap_or_default(),
+        metadata: input.metadata.unwrap_or_default().into_iter().collect(),
+        user_id: input.user_id,
+        notify: false,
+        source: input.source,
+        priority: Default::default(),
+        created_at: chrono::Utc::now(),
+        notification: NotificationState::Skipped,
+        request_id: None,
+        notification_due_at: None,
+    };
+    if let Err(e) = store.insert_event(&event).await {
+        return Response::builder()
+            .status(StatusCode::SERVICE_UNAVAILABLE)
+            .body(e.to_string());
+    }
+    created(EventOut {
+        id: event.id,
+        channel_name: event.channel_name,
+        title: event.title,
+        tags: event.tags,
+        metadata: event.metadata.into_iter().collect(),
+        created_at: event.created_at.to_rfc3339(),
+    })
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: bench-baseline LISTEN_ADDR DATA_DIR [SYNCHRONOUS=normal]";
+    let usage =
+        "usage: bench-baseline LISTEN_ADDR DATA_DIR [SYNCHRONOUS=normal] [STORE_SYNCHRONOUS=full]";
     let listen = args.next().ok_or_else(|| anyhow::anyhow!(usage))?;
     let dir = args.next().ok_or_else(|| anyhow::anyhow!(usage))?;
     let synchronous = args.next().unwrap_or_else(|| "normal".into());
+    let store_synchronous: SqliteSync = match args.next().as_deref() {
+        None | Some("full") => SqliteSync::Full,
+        Some("normal") => SqliteSync::Normal,
+        Some(other) => anyhow::bail!("STORE_SYNCHRONOUS is full or normal, not {other}; {usage}"),
+    };
 
     std::fs::create_dir_all(&dir)?;
     let db = tokio_rusqlite::Connection::open(std::path::Path::new(&dir).join("baseline.sqlite3"))
@@ -158,9 +211,19 @@ async fn main() -> anyhow::Result<()> {
     })
     .await?;
 
+    let store = common::store::open(
+        &StoreConfig::Sqlite {
+            path: std::path::Path::new(&dir).join("tocsin.sqlite3"),
+            synchronous: store_synchronous,
+        },
+        Duration::from_secs(5),
+    )
+    .await?;
+
     let app = Route::new()
         .at("/v1/events", post(bare))
         .at("/v1/events/sqlite", post(with_sqlite))
+        .at("/v1/events/store", post(with_store).data(store))
         .data(Arc::new(db));
     let acceptor = TcpListener::bind(listen).into_acceptor().await?;
     for addr in acceptor.local_addr() {

@@ -8,6 +8,11 @@
 #   baseline + SQLite    the same plus one insert per request (one connection,
 #                        WAL, synchronous=normal: with full, the sync per
 #                        request is all it measures)
+#   baseline + store     the bare handler recording the event with Tocsin's
+#                        embedded store as ingest opens it (group commit,
+#                        synchronous=full, the read side's indexes): the
+#                        ceiling of the notify:false row, which adds ingest's
+#                        request pipeline (key, limits, validation, ...)
 #   synchronous=normal   notify:false (below) on an ingest that syncs at
 #                        checkpoints only (INGEST_SQLITE_SYNCHRONOUS=normal):
 #                        what the default, surviving a power loss, costs
@@ -18,7 +23,8 @@
 #                        whether the pushes' backlog is 0 within 2 s after
 #                        the load stops
 #
-# each with requests/s, the ratio to the baseline row, p50 and p99, and the
+# each with requests/s, the ratio to the baseline row, p50 and p99, the
+# server's CPU time (all threads, user and system) per 201, and the
 # server's resident memory after the row (VmRSS, and its peak VmHWM). The
 # machine is noisy: compare rows of one run, not runs.
 #
@@ -60,12 +66,20 @@ memory() {
   awk '/^VmRSS/ {rss=$2} /^VmHWM/ {hwm=$2} END {printf "%d/%d MiB", rss/1024, hwm/1024}' "/proc/$server/status"
 }
 
+# The server's CPU time so far (user and system, all its threads), in
+# clock ticks.
+cpu_ticks() {
+  awk '{print $14 + $15}' "/proc/$server/stat"
+}
+
 baseline_rate=""
 # Loads $2 with wrk (environment as post_event.lua reads it) and prints the
 # row named $1. Leaves the number of 201s in $created.
 row() {
-  local name="$1" url="$2" out rate p50 p99 other ratio
+  local name="$1" url="$2" out rate p50 p99 other ratio ticks cpu
+  ticks="$(cpu_ticks)"
   out="$(wrk -t1 -c"$connections" -d"$duration" --latency -s "$bench/post_event.lua" "$url")"
+  ticks=$(($(cpu_ticks) - ticks))
   rate="$(awk '/Requests\/sec/ {print $2}' <<<"$out")"
   p50="$(awk '$1 == "50%" {print $2}' <<<"$out")"
   p99="$(awk '$1 == "99%" {print $2}' <<<"$out")"
@@ -81,7 +95,10 @@ row() {
   fi
   baseline_rate="${baseline_rate:-$rate}"
   ratio="$(python3 -c "print(f'{$rate/$baseline_rate:.2f}')")"
-  printf '%-22s %10.0f %6s %9s %9s %15s\n' "$name" "$rate" "$ratio" "$p50" "$p99" "$(memory)"
+  # The server's CPU time per 201: what a request costs, whichever thread
+  # it ran on, and less noisy than requests/s when the machine is shared.
+  cpu="$(python3 -c "print(f'{$ticks * 1e6 / $(getconf CLK_TCK) / $created:.1f}us')")"
+  printf '%-22s %10.0f %6s %9s %9s %9s %15s\n' "$name" "$rate" "$ratio" "$p50" "$p99" "$cpu" "$(memory)"
 }
 
 # The value of the sample of ingest's /metrics written exactly $1 (a name
@@ -91,9 +108,9 @@ metric() {
 }
 
 echo "wrk -t1 -c$connections -d$duration, one run; ingest: $ingest"
-printf '%-22s %10s %6s %9s %9s %15s\n' row req/s ratio p50 p99 "RSS now/peak"
+printf '%-22s %10s %6s %9s %9s %9s %15s\n' row req/s ratio p50 p99 CPU/req "RSS now/peak"
 
-# The baseline server, its two routes.
+# The baseline server, its three routes.
 port="$(free_port)"
 "$bin_dir/bench-baseline" "127.0.0.1:$port" "$scratch/baseline" normal >/dev/null 2>&1 &
 server=$!
@@ -101,6 +118,7 @@ wait_up "http://127.0.0.1:$port/"
 export TOCSIN_KEY=none BENCH_NOTIFY=false BENCH_IDEMPOTENCY=0
 row "baseline" "http://127.0.0.1:$port/v1/events"
 row "baseline + SQLite" "http://127.0.0.1:$port/v1/events/sqlite"
+row "baseline + store" "http://127.0.0.1:$port/v1/events/store"
 stop_server
 
 # Starts ingest in embedded mode on a fresh data directory named $1, with

@@ -8,11 +8,12 @@ use std::process::Command;
 
 use tocsin_tests::{process, workspace_root};
 
-/// The rows the script prints, each followed by req/s, ratio, p50, p99 and
-/// the server's memory.
-const ROWS: [&str; 7] = [
+/// The rows the script prints, each followed by req/s, ratio, p50, p99, the
+/// server's CPU time per request and its memory.
+const ROWS: [&str; 8] = [
     "baseline ",
     "baseline + SQLite ",
+    "baseline + store ",
     "notify:false ",
     "idempotency-key ",
     "notify:true, no device ",
@@ -50,6 +51,8 @@ fn the_benchmark_runs_and_prints_every_row() {
         let rate: f64 = figures[0].parse().unwrap_or(0.0);
         assert!(rate > 0.0, "no req/s in {line:?}");
         assert!(figures[1].parse::<f64>().is_ok(), "no ratio in {line:?}");
+        let cpu = figures[4].strip_suffix("us").unwrap_or_default();
+        assert!(cpu.parse::<f64>().is_ok(), "no CPU per request in {line:?}");
         assert!(line.contains("MiB"), "no memory in {line:?}");
     }
     for expected in [
