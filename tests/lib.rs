@@ -33,8 +33,8 @@ pub use counting::CountCalls;
 
 use common::store::{Scope, Store, StoreConfig};
 pub use eventually::{Observation, eventually};
-use ingest::{Application, Config};
-use notifier::{metrics::NotifierMetrics, push::PushProvider};
+use ingest::{Config, compose::Service};
+use notifier::push::PushProvider;
 use serde_json::Value;
 
 /// Which store a test runs against.
@@ -207,9 +207,9 @@ impl TestConfig {
 }
 
 /// What runs in-process beside the API when the test's settings have no
-/// broker (embedded mode): a notifier worker on the in-process queue, wired
-/// as ingest's binary wires it (`ingest/src/compose.rs`), with the test's
-/// push provider and notifier settings.
+/// broker (embedded mode): the notifier worker ingest's binary runs
+/// (`notifier::Embedded`), with the test's push provider and notifier
+/// settings.
 pub struct Embedded {
     /// By default the provider the settings select (logging, without APNs
     /// credentials).
@@ -260,54 +260,25 @@ impl TestApp {
         embedded: Embedded,
         wrap: impl FnOnce(Arc<dyn Store>) -> Arc<dyn Store>,
     ) -> Self {
-        let TestConfig { mut config, dir } = test;
-        if config.backend.amqp().is_none() {
-            // As ingest's binary does in embedded mode (ingest/src/compose.rs).
-            config.adopt_webpush(
-                embedded
-                    .notifier
-                    .vapid_public_key()
-                    .expect("the notifier's VAPID key"),
-                &embedded.notifier.webpush_allowed_endpoints,
-            );
-        }
-        let store = common::store::open(&config.backend.store(), config.backend.store_timeout())
+        let TestConfig { config, dir } = test;
+        // Built as ingest's binary builds it (`ingest::compose`), with the
+        // test's worker and, if it wraps one, the test's store.
+        let store = ingest::compose::open_store(&config)
             .await
             .expect("the store opens");
         let store = wrap(store);
-        let mut registry = common::metrics::registry();
-        let (producer, consumer) = common::queue::open(&config.backend.queue());
-        let worker = config.backend.amqp().is_none().then(|| {
-            let provider = embedded.provider.unwrap_or_else(|| {
-                embedded
-                    .notifier
-                    .push_provider()
-                    .expect("the notifier's provider")
-            });
-            notifier::Worker::start(
-                &embedded.notifier,
-                Arc::clone(&store),
-                provider,
-                (Arc::clone(&producer), consumer),
-                NotifierMetrics::register(&mut registry),
-            )
-        });
-        let app = Application::build(config.clone(), Arc::clone(&store), producer, registry)
-            .await
-            .expect("ingest starts");
+        let Embedded { provider, notifier } = embedded;
+        let app = Service::build(config, Arc::clone(&store), || {
+            Ok(notifier::Embedded::new(notifier, provider))
+        })
+        .await
+        .expect("ingest starts");
+        let config = app.config().clone();
         let base = format!("http://{}", app.addr());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            let served = app
-                .run_until(async {
-                    let _ = stopped.await;
-                })
-                .await;
-            if let Some(worker) = worker {
-                worker.stop().await;
-            }
-            served
-        });
+        let server = tokio::spawn(app.run_until(async {
+            let _ = stopped.await;
+        }));
         Self {
             base,
             client: reqwest::Client::builder()

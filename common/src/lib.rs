@@ -1,9 +1,11 @@
 //! What Tocsin's ingest and notifier share: configuration loading (with the
 //! store and broker settings both read), ids and clocks, API key secrets,
-//! telemetry, the shutdown signal, the job queue pair and the storage
-//! interface with its MongoDB and SQLite implementations.
+//! telemetry, the shutdown signal, the job queue pair, the storage
+//! interface with its MongoDB and SQLite implementations, and the seam
+//! through which ingest runs a notifier in its own process ([`embedded`]).
 
 pub mod config;
+pub mod embedded;
 pub mod endpoint;
 pub mod jobs;
 pub mod keys;

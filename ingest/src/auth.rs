@@ -1,18 +1,39 @@
-//! Bearer authentication: `Authorization: Bearer <secret>` → an API key's
-//! organization and project and what it may do (for `/v1`), or the admin
-//! whose token it is (for `/admin/v1`). Secrets are looked up by their
-//! hash; a secret of the other kind is refused by its shape, before any
-//! lookup, with a message naming the credential the route takes. API keys
-//! are read through the [`KeyCache`].
+//! Authentication: who is calling. The [`authentication`] layer asks each
+//! route for the credential it takes ([`routes::access`]): an API key for
+//! `/v1` (its organization, project and scopes become the request's
+//! [`AuthContext`]), an admin token for `/admin/v1` (the admin becomes its
+//! [`AdminContext`]), nothing elsewhere.
+//!
+//! `Authorization: Bearer <secret>` is looked up by the secret's hash; a
+//! secret of the other kind is refused by its shape, before any lookup,
+//! with a message naming the credential the route takes. API keys are read
+//! through the [`KeyCache`]. Every refusal counts against the client
+//! address's failed-authentication quota, and an address that has used it
+//! up is refused before its secret is even looked at, so guessing gets no
+//! answer. What an authenticated caller may do is the rate limit's and the
+//! scope check's, inside this layer.
+
+use std::sync::Arc;
 
 use common::{
     keys::{SecretKind, hash_secret},
     store::{Admin, KeyScope, Scope, Store, StoreError},
 };
-use poem::http::{HeaderMap, header};
+use poem::{
+    Endpoint, IntoResponse, Request, Response,
+    http::{HeaderMap, header},
+};
 use uuid::Uuid;
 
-use crate::key_cache::KeyCache;
+use crate::{
+    admin::AdminContext,
+    error::{ApiError, rendered},
+    key_cache::KeyCache,
+    rate_limit::{Credential, Decision, client_addr, refused},
+    request_id::RequestId,
+    routes::{self, Access},
+    state::AppState,
+};
 
 /// Who is calling: the key and the organization and project it belongs to.
 #[derive(Debug, Clone)]
@@ -21,7 +42,7 @@ pub struct AuthContext {
     pub scope: Scope,
     /// The key's own requests-per-minute quota, if it has one.
     pub rate_limit: Option<u32>,
-    /// What the key may do; the gate checks it against the route.
+    /// What the key may do; the scope layer checks it against the route.
     pub scopes: Vec<KeyScope>,
 }
 
@@ -142,4 +163,189 @@ pub async fn authenticate_admin(
         return Err(rejected(kind, Fault::Revoked));
     }
     Ok(admin)
+}
+
+/// The layer: `EndpointExt::around` with the app state. Puts the caller in
+/// the request, or answers 401 (429 once the address's failed attempts are
+/// used up; 503 when the store cannot say).
+pub async fn authentication<E: Endpoint>(
+    ep: Arc<E>,
+    mut req: Request,
+    state: Arc<AppState>,
+) -> poem::Result<Response> {
+    let request_id = RequestId::of(&req);
+    let credential = match routes::access(req.uri().path()) {
+        Access::Anonymous => {
+            return Ok(rendered(
+                ep.call(req).await.map(IntoResponse::into_response),
+                request_id,
+            ));
+        }
+        Access::ApiKey => Credential::ApiKey,
+        Access::Admin => Credential::AdminToken,
+    };
+    let addr = client_addr(&req, state.config.trust_forwarded_for);
+    let limits = &state.rate_limits;
+    if let Some(Decision::Limited {
+        info,
+        retry_after_secs,
+    }) = limits.locked_out(credential, addr)
+    {
+        state.metrics.rate_limited("auth_failures");
+        return Ok(refused(info, retry_after_secs, request_id));
+    }
+    let authenticated = match credential {
+        Credential::AdminToken => authenticate_admin(state.store.as_ref(), req.headers())
+            .await
+            .map(|admin| {
+                req.extensions_mut().insert(AdminContext {
+                    admin,
+                    address: addr,
+                });
+            }),
+        Credential::ApiKey => authenticate(&state.keys, state.store.as_ref(), req.headers())
+            .await
+            .map(|auth| {
+                state.last_used.record(auth.key_id, common::time::now());
+                req.extensions_mut().insert(auth);
+            }),
+    };
+    match authenticated {
+        Ok(()) => Ok(rendered(
+            ep.call(req).await.map(IntoResponse::into_response),
+            request_id,
+        )),
+        Err(AuthError::Store(e)) => {
+            // No caller is known: the answer counts as the address's.
+            let mut response = ApiError::from(e).render(request_id);
+            limits.check_anonymous(addr).info().apply(&mut response);
+            Ok(response)
+        }
+        Err(rejection) => {
+            let decision = limits.check_auth_failure(credential, addr);
+            tracing::info!(%addr, reason = rejection.message(), "authentication failed");
+            let mut response = match decision {
+                Decision::Allowed(_) => {
+                    ApiError::Unauthorized(rejection.message()).render(request_id)
+                }
+                Decision::Limited {
+                    retry_after_secs, ..
+                } => {
+                    state.metrics.rate_limited("auth_failures");
+                    ApiError::RateLimited { retry_after_secs }.render(request_id)
+                }
+            };
+            decision.info().apply(&mut response);
+            Ok(response)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        num::NonZeroU32,
+        sync::atomic::{AtomicUsize, Ordering},
+    };
+
+    use common::store::Scope;
+    use poem::http::StatusCode;
+
+    use super::*;
+
+    /// The layer alone, on an API state with one key (whose secret it
+    /// holds), around an endpoint that answers with the project it was
+    /// told is calling and counts its calls.
+    struct Layer {
+        state: Arc<AppState>,
+        secret: String,
+        calls: Arc<AtomicUsize>,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Layer {
+        async fn new(failures_per_minute: u32) -> Self {
+            let mut config = crate::Config::defaults();
+            config.auth_failures_per_minute =
+                NonZeroU32::new(failures_per_minute).expect("not zero");
+            let (state, dir) = AppState::for_tests(config).await;
+            let secret = crate::cli::create_key(
+                state.store.as_ref(),
+                Scope::new("acme", "shop"),
+                None,
+                None,
+            )
+            .await
+            .expect("a key");
+            Self {
+                state,
+                secret,
+                calls: Arc::default(),
+                _dir: dir,
+            }
+        }
+
+        async fn call(&self, path: &str, authorization: Option<&str>) -> (StatusCode, String) {
+            let calls = Arc::clone(&self.calls);
+            let inner = poem::endpoint::make(move |req: Request| {
+                calls.fetch_add(1, Ordering::SeqCst);
+                let caller = req
+                    .extensions()
+                    .get::<AuthContext>()
+                    .map_or("nobody".to_owned(), |auth| auth.scope.project.clone());
+                async move { caller }
+            });
+            let mut req = Request::builder().uri_str(path);
+            if let Some(value) = authorization {
+                req = req.header(header::AUTHORIZATION, value);
+            }
+            let response = authentication(Arc::new(inner), req.finish(), Arc::clone(&self.state))
+                .await
+                .expect("a response");
+            let status = response.status();
+            let body = response.into_body().into_string().await.expect("a body");
+            (status, body)
+        }
+    }
+
+    #[tokio::test]
+    async fn the_layer_puts_the_keys_project_in_the_request() {
+        let layer = Layer::new(5).await;
+        let bearer = format!("Bearer {}", layer.secret);
+        assert_eq!(
+            layer.call("/v1/events", Some(&bearer)).await,
+            (StatusCode::OK, "shop".to_owned())
+        );
+        // A route that takes no credential is passed on as it is.
+        assert_eq!(
+            layer.call("/healthz", None).await,
+            (StatusCode::OK, "nobody".to_owned())
+        );
+    }
+
+    #[tokio::test]
+    async fn the_layer_refuses_a_bad_key_and_then_the_address() {
+        let layer = Layer::new(2).await;
+        let wrong = format!("Bearer {}", common::keys::generate_secret());
+        let mut statuses = Vec::new();
+        for _ in 0..3 {
+            statuses.push(layer.call("/v1/events", Some(&wrong)).await.0);
+        }
+        assert_eq!(
+            statuses,
+            [
+                StatusCode::UNAUTHORIZED,
+                StatusCode::UNAUTHORIZED,
+                StatusCode::TOO_MANY_REQUESTS
+            ]
+        );
+        // Its quota of failures used up, the address is refused even with
+        // the right key, before any lookup.
+        let right = format!("Bearer {}", layer.secret);
+        assert_eq!(
+            layer.call("/v1/events", Some(&right)).await.0,
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        assert_eq!(layer.calls.load(Ordering::SeqCst), 0);
+    }
 }

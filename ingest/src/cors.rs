@@ -1,5 +1,5 @@
 //! Cross-origin calls from web pages (CORS) for the origins the operator
-//! lists in `cors_origins`. Inside the request-id layer and outside the gate:
+//! lists in `cors_origins`. Inside the request-id layer and outside authentication:
 //! a browser's preflight is answered here, before authentication and the
 //! rate limits (it carries no key, and must never count as a failed
 //! authentication), and every answer to a listed origin, 401 and 429

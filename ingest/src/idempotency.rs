@@ -11,13 +11,16 @@
 //! may run again, and it reuses the id the first try reserved for what it
 //! creates, finding that instead of writing it twice. 401 and 429 never
 //! get this far. Claims expire after 24 hours.
+//!
+//! Data goes one way through this layer. In: a claimed request carries its
+//! [`Claim`] (the key and the reserved id) for a handler whose write stores
+//! its answer with what it creates. Out: such an answer comes back marked
+//! [`OutcomeStored`], and this layer writes nothing more; any other answer
+//! it settles itself (store, release or unlock the key).
 
-use std::{
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
-use common::store::{Event, IdempotencyBegin, IdempotentOutcome, Inserted, Store, StoredResponse};
+use common::store::{IdempotencyBegin, StoredResponse};
 use poem::{
     Body, Endpoint, IntoResponse, Request, Response,
     http::{HeaderValue, Method, StatusCode, header},
@@ -26,7 +29,6 @@ use sha2::{Digest as _, Sha256};
 use tracing::Instrument as _;
 
 use crate::{
-    api::rendered::{CONTENT_TYPE as JSON, Rendered},
     auth::AuthContext,
     error::{ApiError, rendered},
     request_id::RequestId,
@@ -44,68 +46,31 @@ pub const TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// process and may be taken over. Far longer than any request can run.
 pub const LOCK_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The claim of a request under an Idempotency-Key, shared with its handler
-/// (a request extension): the id reserved for what the request creates,
-/// the same on every try, and the key, so the handler can store its
-/// outcome in the same write as what it creates.
+/// The claim of a request under an Idempotency-Key, given to its handler
+/// (a request extension) for a handler whose write must store its outcome
+/// with what it creates ([`crate::record::Recorder`]): the key, and the id
+/// reserved for what the request creates, the same on every try.
 #[derive(Debug, Clone)]
-pub struct Reserved {
-    pub id: uuid::Uuid,
+pub struct Claim {
     key: String,
-    /// The outcome the handler stored with its write, if it did.
-    stored: Arc<Mutex<Option<StoredResponse>>>,
+    resource: uuid::Uuid,
 }
 
-impl Reserved {
-    /// The outcome to store with the write: the handler's answer, `body`
-    /// as JSON with `status`.
-    fn outcome(&self, status: StatusCode, body: &[u8]) -> IdempotentOutcome {
-        IdempotentOutcome {
-            key: self.key.clone(),
-            response: StoredResponse {
-                status: status.as_u16(),
-                content_type: JSON.to_owned(),
-                body: body.to_vec(),
-            },
-        }
+impl Claim {
+    pub fn key(&self) -> &str {
+        &self.key
     }
 
-    /// Says the handler's write stored `outcome`: the middleware does not
-    /// write it again unless the answer changed since.
-    pub fn stored(&self, outcome: IdempotentOutcome) {
-        *self.stored.lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome.response);
-    }
-
-    fn stored_response(&self) -> Option<StoredResponse> {
-        self.stored
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    /// The id reserved for what the request creates.
+    pub fn resource(&self) -> uuid::Uuid {
+        self.resource
     }
 }
 
-/// Stores `event`; under an Idempotency-Key (`reserved`), with the answer
-/// it gets if it is new (201 and `answer`), in the same write, so no event
-/// is ever stored without the outcome a retry replays. Returns that answer
-/// when it was stored, for the handler to send if nothing changed since.
-pub async fn insert_event<T>(
-    store: &dyn Store,
-    event: &Event,
-    reserved: Option<&Reserved>,
-    answer: impl FnOnce() -> Result<Rendered<T>, ApiError>,
-) -> Result<(Inserted, Option<Rendered<T>>), ApiError> {
-    let Some(reserved) = reserved else {
-        return Ok((store.insert_event(event).await?, None));
-    };
-    let answer = answer()?;
-    let outcome = reserved.outcome(StatusCode::CREATED, answer.body());
-    let inserted = store.insert_event_with_outcome(event, &outcome).await?;
-    if inserted != Inserted::New {
-        return Ok((inserted, None));
-    }
-    reserved.stored(outcome);
-    Ok((inserted, Some(answer)))
-}
+/// Marks a response whose body is already stored as the outcome of its
+/// request's claim (a response extension): this layer then writes nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct OutcomeStored;
 
 fn content_type(headers: &poem::http::HeaderMap) -> String {
     headers
@@ -172,8 +137,8 @@ fn fingerprint(method: &Method, path: &str, body: &[u8]) -> String {
     hex::encode(hash.finalize())
 }
 
-/// The middleware: `EndpointExt::around` with the app state. Runs inside the
-/// gate (so the caller is known) and after the body limit.
+/// The middleware: `EndpointExt::around` with the app state. Runs inside
+/// authentication (so the caller is known) and after the body limit.
 pub async fn idempotency<E: Endpoint + 'static>(
     ep: Arc<E>,
     mut req: Request,
@@ -240,12 +205,10 @@ pub async fn idempotency<E: Endpoint + 'static>(
             Ok(replay(stored))
         }
         Ok(IdempotencyBegin::Started { resource }) => {
-            let reserved = Reserved {
-                id: resource,
+            req.extensions_mut().insert(Claim {
                 key: key.clone(),
-                stored: Arc::default(),
-            };
-            req.extensions_mut().insert(reserved.clone());
+                resource,
+            });
             // Run the request to the end on its own task: if the client hangs
             // up mid-way, the outcome is still recorded, so its retry replays
             // it instead of doing the work twice.
@@ -255,7 +218,7 @@ pub async fn idempotency<E: Endpoint + 'static>(
                         ep.call(req).await.map(IntoResponse::into_response),
                         request_id,
                     );
-                    finish(store, scope, reserved, response, request_id).await
+                    finish(store, scope, &key, response, request_id).await
                 }
                 // Its log lines still carry the request's id.
                 .in_current_span(),
@@ -275,11 +238,10 @@ pub async fn idempotency<E: Endpoint + 'static>(
 async fn finish(
     store: Arc<dyn common::store::Store>,
     scope: common::store::Scope,
-    reserved: Reserved,
+    key: &str,
     response: Response,
     request_id: RequestId,
 ) -> Response {
-    let key = &reserved.key;
     let unlocked = match settle_for(response.status()) {
         Settle::Complete => None,
         Settle::Release => Some(store.release_idempotent(&scope, key).await),
@@ -290,6 +252,9 @@ async fn finish(
             // The claim stays in flight until LOCK_TIMEOUT; retries get 409 until then.
             tracing::warn!(error = %e, "could not unlock idempotency key");
         }
+        return response;
+    }
+    if response.extensions().get::<OutcomeStored>().is_some() {
         return response;
     }
     let (parts, body) = response.into_parts();
@@ -305,12 +270,7 @@ async fn finish(
         content_type: content_type(&parts.headers),
         body: bytes.to_vec(),
     };
-    // The handler stored this very answer with its write: nothing to add.
-    // (It differs when something changed after that write, such as the
-    // notification state once the job is queued.)
-    if reserved.stored_response().as_ref() != Some(&stored)
-        && let Err(e) = store.complete_idempotent(&scope, key, &stored).await
-    {
+    if let Err(e) = store.complete_idempotent(&scope, key, &stored).await {
         // The work is done and its answer goes to the client; only a later
         // replay is at risk, so this is logged rather than failed.
         tracing::error!(error = %e, "could not record idempotent response");

@@ -1,5 +1,5 @@
 //! When each API key was last used, without a store write per request: the
-//! gate records every use here, in memory; a background task writes what
+//! authentication layer records every use here, in memory; a background task writes what
 //! changed, at most once a minute per key, in one batch, and everything
 //! left at graceful shutdown. The admin API reads the newer of this and
 //! the stored value, so it is current on this replica and at most a minute

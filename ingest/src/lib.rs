@@ -3,7 +3,8 @@
 //! [`server`] accepts connections and hands requests to the middleware. A
 //! request passes, outermost first: [`request_id`] (id, logging, error
 //! envelope) → [`cors`] (browsers' preflights, answered before any key is
-//! asked for) → [`gate`] (authentication and rate limits) → [`header_limit`]
+//! asked for) → [`auth`] (who is calling) → [`rate_limit`] (the caller's
+//! quota) → [`scope`] (what the key may do) → [`header_limit`]
 //! → [`body_limit`] → [`allow`] (`Allow` on a 405) → [`idempotency`] →
 //! [`query`] (unknown and unparsable query parameters) → the
 //! handlers in [`api`], whose bodies are checked by [`validation`] against
@@ -17,11 +18,13 @@
 //! that live streams follow (what every replica records), and
 //! [`retention`].
 //!
-//! The library knows nothing of the notifier: [`Application::build`] takes a
+//! [`compose`] puts a process together (store, queue pair, the API and, in
+//! embedded mode, a worker on the other end of an in-process queue); the
+//! binary and the tests both build the service through it. The library
+//! knows nothing of the notifier: the embedded worker is an argument
+//! ([`common::embedded::EmbeddedWorker`]). [`Application::build`] takes a
 //! store, a queue producer (the [`outbox`] publishes each event's job to it)
-//! and a metrics registry. The `ingest` binary's `compose` module makes them
-//! and, in embedded mode, runs a notifier worker on the other end of an
-//! in-process queue.
+//! and a metrics registry.
 
 mod admin;
 mod allow;
@@ -30,10 +33,10 @@ mod audit;
 mod auth;
 mod body_limit;
 pub mod cli;
+pub mod compose;
 pub mod config;
 mod cors;
 mod error;
-mod gate;
 mod header_limit;
 mod idempotency;
 mod key_cache;
@@ -44,9 +47,11 @@ mod outbox;
 mod pages;
 mod query;
 mod rate_limit;
+mod record;
 mod request_id;
 mod retention;
 mod routes;
+mod scope;
 mod server;
 pub mod startup;
 mod state;

@@ -1,9 +1,8 @@
-//! The `ingest` binary: serve the API, or administer API keys. [`compose`]
-//! is where the service's parts are put together.
-
-mod compose;
+//! The `ingest` binary: serve the API, or administer API keys. The service
+//! is composed by the library ([`ingest::compose`]); the binary adds the one
+//! part the library cannot name, the notifier of the embedded mode.
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    ingest::cli::main(compose::serve).await
+    ingest::cli::main(|config| ingest::compose::serve(config, notifier::Embedded::from_env)).await
 }

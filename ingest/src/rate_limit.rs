@@ -5,6 +5,10 @@
 //! routes that need no key. Every decision carries what the
 //! `X-RateLimit-*` headers report.
 //!
+//! The [`rate_limit`] layer applies the limit of the caller the
+//! authentication layer found (or of the address, on routes that need no
+//! credential) and puts its headers on every answer.
+//!
 //! governor keeps its state in this process: replicas behind a load balancer
 //! each enforce the full quota, so either route by key or divide the
 //! configured quota by the number of replicas (see the README).
@@ -24,10 +28,19 @@ use governor::{
     state::{InMemoryState, NotKeyed, keyed::DefaultKeyedStateStore},
 };
 use poem::{
-    Response,
+    Endpoint, IntoResponse, Request, Response,
     http::{HeaderName, HeaderValue},
+    web::RemoteAddr,
 };
 use uuid::Uuid;
+
+use crate::{
+    admin::AdminContext,
+    auth::AuthContext,
+    error::{ApiError, rendered},
+    request_id::RequestId,
+    state::AppState,
+};
 
 type Direct = RateLimiter<NotKeyed, InMemoryState, DefaultClock, StateInformationMiddleware>;
 type Keyed<K> = RateLimiter<K, DefaultKeyedStateStore<K>, DefaultClock, StateInformationMiddleware>;
@@ -295,6 +308,66 @@ impl RateLimits {
     }
 }
 
+/// The client's address: the socket peer, or the first `X-Forwarded-For`
+/// entry when the operator said a trusted proxy sets it.
+pub fn client_addr(req: &Request, trust_forwarded_for: bool) -> IpAddr {
+    let forwarded = trust_forwarded_for
+        .then(|| req.headers().get("x-forwarded-for"))
+        .flatten()
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .and_then(|first| first.trim().parse().ok());
+    forwarded.unwrap_or_else(|| match req.remote_addr() {
+        RemoteAddr(poem::Addr::SocketAddr(addr)) => addr.ip(),
+        _ => IpAddr::from([0, 0, 0, 0]),
+    })
+}
+
+/// The 429 of a used-up quota, with its headers.
+pub fn refused(info: RateLimitInfo, retry_after_secs: u64, request_id: RequestId) -> Response {
+    let mut response = ApiError::RateLimited { retry_after_secs }.render(request_id);
+    info.apply(&mut response);
+    response
+}
+
+/// The layer: `EndpointExt::around` with the app state, inside
+/// authentication. Counts the request against its caller's quota: the
+/// key's (its own or the default), the admin's, or the address's on the
+/// routes that need no credential.
+pub async fn rate_limit<E: Endpoint>(
+    ep: Arc<E>,
+    req: Request,
+    state: Arc<AppState>,
+) -> poem::Result<Response> {
+    let request_id = RequestId::of(&req);
+    let limits = &state.rate_limits;
+    let (decision, quota) = if let Some(auth) = req.extensions().get::<AuthContext>() {
+        (limits.check_key(auth.key_id, auth.rate_limit), "key")
+    } else if let Some(admin) = req.extensions().get::<AdminContext>() {
+        (limits.check_key(admin.admin.id, None), "key")
+    } else {
+        let addr = client_addr(&req, state.config.trust_forwarded_for);
+        (limits.check_anonymous(addr), "anonymous")
+    };
+    match decision {
+        Decision::Limited {
+            info,
+            retry_after_secs,
+        } => {
+            state.metrics.rate_limited(quota);
+            Ok(refused(info, retry_after_secs, request_id))
+        }
+        Decision::Allowed(info) => {
+            let mut response = rendered(
+                ep.call(req).await.map(IntoResponse::into_response),
+                request_id,
+            );
+            info.apply(&mut response);
+            Ok(response)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,5 +462,96 @@ mod tests {
             let allowed = allowed_when_racing(&limits, key, Some(5), 8, 2);
             assert_eq!(allowed, 5, "round {round}: exactly the new quota passes");
         }
+    }
+
+    /// The layer alone, on an API state whose quotas are `config`'s,
+    /// around an endpoint that counts its calls.
+    struct Layer {
+        state: Arc<AppState>,
+        calls: Arc<std::sync::atomic::AtomicUsize>,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Layer {
+        async fn new(config: crate::Config) -> Self {
+            let (state, dir) = AppState::for_tests(config).await;
+            Self {
+                state,
+                calls: Arc::default(),
+                _dir: dir,
+            }
+        }
+
+        async fn call(&self, caller: Option<AuthContext>) -> Response {
+            let calls = Arc::clone(&self.calls);
+            let inner = poem::endpoint::make(move |_| {
+                calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async { "done" }
+            });
+            let mut req = Request::builder().uri_str("/v1/events").finish();
+            if let Some(caller) = caller {
+                req.extensions_mut().insert(caller);
+            }
+            rate_limit(Arc::new(inner), req, Arc::clone(&self.state))
+                .await
+                .expect("a response")
+        }
+
+        fn calls(&self) -> usize {
+            self.calls.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    fn header(response: &Response, name: &str) -> Option<String> {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    }
+
+    #[tokio::test]
+    async fn the_layer_counts_an_anonymous_request_against_its_address() {
+        let mut config = crate::Config::defaults();
+        config.anonymous_rate_limit_per_minute = NonZeroU32::MIN;
+        let layer = Layer::new(config).await;
+        let first = layer.call(None).await;
+        assert_eq!(first.status(), poem::http::StatusCode::OK);
+        assert_eq!(header(&first, "x-ratelimit-limit").as_deref(), Some("1"));
+        assert_eq!(
+            header(&first, "x-ratelimit-remaining").as_deref(),
+            Some("0")
+        );
+        let second = layer.call(None).await;
+        assert_eq!(second.status(), poem::http::StatusCode::TOO_MANY_REQUESTS);
+        assert!(header(&second, "retry-after").is_some());
+        assert_eq!(
+            layer.calls(),
+            1,
+            "a limited request never reaches the handler"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_layer_counts_a_key_against_its_own_quota() {
+        let layer = Layer::new(crate::Config::defaults()).await;
+        let key = AuthContext {
+            key_id: Uuid::now_v7(),
+            scope: common::store::Scope::new("acme", "shop"),
+            rate_limit: Some(2),
+            scopes: vec![],
+        };
+        let limits: Vec<_> = [0; 3]
+            .iter()
+            .map(|_| layer.call(Some(key.clone())))
+            .collect();
+        let mut statuses = Vec::new();
+        for call in limits {
+            let response = call.await;
+            assert_eq!(header(&response, "x-ratelimit-limit").as_deref(), Some("2"));
+            statuses.push(response.status().as_u16());
+        }
+        assert_eq!(statuses, [200, 200, 429]);
+        assert_eq!(layer.calls(), 2);
     }
 }

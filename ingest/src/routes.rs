@@ -1,7 +1,7 @@
 //! The one rule for what a route asks of a request: whether it needs an API
 //! key or an admin token, which scope the key must have, and whether it
-//! takes an `Idempotency-Key`. The gate, the idempotency layer and the OpenAPI
-//! document all read it, so the three cannot drift.
+//! takes an `Idempotency-Key`. The authentication, scope and idempotency
+//! layers and the OpenAPI document all read it, so they cannot drift.
 
 use common::store::KeyScope;
 use poem::http::Method;

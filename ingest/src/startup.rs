@@ -1,6 +1,6 @@
 //! Building and running the API: `Application::build` takes the store, the
-//! queue's producer and the metrics registry it is given (the binary's
-//! composition root, `main.rs`, makes them), starts the outbox relay and
+//! queue's producer and the metrics registry it is given (the composition
+//! root, `compose.rs`, makes them), starts the outbox relay and
 //! binds the listener (so tests can ask for port 0 and read the real port);
 //! `run_until` serves until a shutdown signal.
 
@@ -24,10 +24,10 @@ use crate::{
         channels::ChannelsApi, devices::DevicesApi, events::EventsApi, health::HealthApi,
         identify::IdentifyApi, stats::StatsApi, stream::StreamApi,
     },
+    auth::authentication,
     body_limit::limit_body,
     config::Config,
     cors::{Cors, cors},
-    gate::gate,
     header_limit::{HeaderLimits, limit_headers},
     idempotency::idempotency,
     metrics::{self, IngestMetrics, RequestObserver, Routes},
@@ -35,7 +35,9 @@ use crate::{
     outbox::Outbox,
     pages::{self, Pages},
     query::{QueryRules, check_query},
+    rate_limit::rate_limit,
     request_id::request_id,
+    scope::scope,
     server,
     state::AppState,
     validation::SchemaValidators,
@@ -116,6 +118,11 @@ impl Application {
     /// The address actually bound (useful after asking for port 0).
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The settings it runs with.
+    pub fn config(&self) -> &Config {
+        &self.state.config
     }
 
     /// Serves until `shutdown` resolves, then gives in-flight requests the
@@ -210,7 +217,12 @@ fn routes(
         max_headers: state.config.max_headers,
         max_bytes: state.config.max_header_bytes,
     };
-    let (s1, s2, s3) = (Arc::clone(&state), Arc::clone(&state), Arc::clone(&state));
+    let (s1, s2, s3, s4) = (
+        Arc::clone(&state),
+        Arc::clone(&state),
+        Arc::clone(&state),
+        Arc::clone(&state),
+    );
     let pages = Arc::new(Pages::new());
     let app = Route::new()
         .at(
@@ -236,7 +248,9 @@ fn routes(
         .around(move |ep, req| allow(ep, req, Arc::clone(&allowed)))
         .around(move |ep, req| limit_body(ep, req, max_body))
         .around(move |ep, req| limit_headers(ep, req, header_limits))
-        .around(move |ep, req| gate(ep, req, Arc::clone(&s2)))
+        .around(scope)
+        .around(move |ep, req| rate_limit(ep, req, Arc::clone(&s2)))
+        .around(move |ep, req| authentication(ep, req, Arc::clone(&s4)))
         .around(move |ep, req| cors(ep, req, Arc::clone(&cors_policy)))
         .around(move |ep, req| request_id(ep, req, Arc::clone(&observer)))
         .map_to_response()

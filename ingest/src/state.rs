@@ -6,7 +6,7 @@ use common::{endpoint::EndpointPolicy, store::Store};
 
 use crate::{
     api::stream::StreamSlots, config::Config, key_cache::KeyCache, last_used::LastUsed,
-    metrics::IngestMetrics, outbox::Outbox, rate_limit::RateLimits, tail::Tail,
+    metrics::IngestMetrics, outbox::Outbox, rate_limit::RateLimits, record::Recorder, tail::Tail,
 };
 
 pub struct AppState {
@@ -15,7 +15,8 @@ pub struct AppState {
     pub endpoint_policy: EndpointPolicy,
     pub store: Arc<dyn Store>,
     pub rate_limits: RateLimits,
-    pub outbox: Arc<Outbox>,
+    /// The one way an event is recorded (its job goes through the outbox).
+    pub recorder: Recorder,
     pub metrics: IngestMetrics,
     /// What live streams follow.
     pub tail: Arc<Tail>,
@@ -41,6 +42,7 @@ impl AppState {
         )
         .with_admin_failures(config.admin_auth_failures_per_minute.get());
         let tail = Tail::new(Arc::clone(&store), config.stream_lookback());
+        let recorder = Recorder::new(Arc::clone(&store), outbox, Arc::clone(&tail));
         let streams = StreamSlots::new(config.streams_per_key, metrics.open_streams.clone());
         // Checked when the settings loaded.
         let endpoint_policy = EndpointPolicy::new(config.webpush_allowed().unwrap_or_default());
@@ -49,12 +51,44 @@ impl AppState {
             endpoint_policy,
             store,
             rate_limits,
-            outbox,
+            recorder,
             metrics,
             tail,
             streams,
             last_used: Arc::default(),
             keys: KeyCache::default(),
         }
+    }
+}
+
+#[cfg(test)]
+impl AppState {
+    /// The state of an API on a fresh SQLite file and the in-process
+    /// queue, for the tests of one layer at a time. The directory holds
+    /// the file.
+    pub(crate) async fn for_tests(config: Config) -> (Arc<Self>, tempfile::TempDir) {
+        use common::{
+            queue::QueueConfig,
+            store::{SqliteSync, StoreConfig},
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = common::store::open(
+            &StoreConfig::Sqlite {
+                path: dir.path().join("tocsin.sqlite3"),
+                synchronous: SqliteSync::Normal,
+            },
+            std::time::Duration::from_secs(5),
+        )
+        .await
+        .expect("the store opens");
+        let (queue, _consumer) = common::queue::open(&QueueConfig::InProcess);
+        let metrics = IngestMetrics::register(&mut common::metrics::registry());
+        let outbox = Arc::new(Outbox::new(
+            Arc::clone(&store),
+            queue,
+            metrics.clone(),
+            config.relay_times(),
+        ));
+        (Arc::new(Self::new(config, store, outbox, metrics)), dir)
     }
 }

@@ -5,8 +5,10 @@
 //! [`worker`] (the consume loop) → [`deliver`] (what one job does) → a
 //! provider in [`push`]. [`metrics`] is what is counted and [`http`] the port
 //! that serves it with the health checks. [`Worker`] runs that chain on any
-//! queue pair: the `notifier` binary's RabbitMQ one ([`start`]), or the
-//! in-process one that ingest's binary wires in embedded mode.
+//! queue pair: the RabbitMQ one of a `notifier` process ([`serve`], which
+//! the binary runs, and [`start`], which the tests run on a store of their
+//! own), or the in-process one of ingest's embedded mode ([`Embedded`],
+//! which ingest's composition starts).
 
 mod batch;
 mod config;
@@ -19,7 +21,9 @@ pub mod worker;
 
 use std::{net::SocketAddr, sync::Arc};
 
+use async_trait::async_trait;
 use common::{
+    embedded::{EmbeddedWorker, RunningWorker, WebPushSettings, WorkerParts},
     queue::{self, JobConsumer, JobQueue, QueueConfig, Readiness},
     store::Store,
 };
@@ -103,6 +107,58 @@ impl Worker {
     }
 }
 
+#[async_trait]
+impl RunningWorker for Worker {
+    async fn stop(self: Box<Self>) {
+        Worker::stop(*self).await;
+    }
+}
+
+/// The notifier as ingest's embedded mode runs it: a [`Worker`] in ingest's
+/// process, on the in-process queue, with the notifier's own settings.
+pub struct Embedded {
+    config: Config,
+    /// The provider pushes go through; the one the settings select when
+    /// `None`.
+    provider: Option<Arc<dyn PushProvider>>,
+}
+
+impl Embedded {
+    /// With the settings of the environment (`NOTIFIER_*`, `APNS_*`, ...).
+    pub fn from_env() -> anyhow::Result<Self> {
+        Ok(Self::new(Config::load(None)?, None))
+    }
+
+    /// With these settings, pushing through `provider` (tests pass a
+    /// recording one) or, when `None`, the one the settings select.
+    pub fn new(config: Config, provider: Option<Arc<dyn PushProvider>>) -> Self {
+        Self { config, provider }
+    }
+}
+
+impl EmbeddedWorker for Embedded {
+    fn web_push(&self) -> anyhow::Result<WebPushSettings> {
+        Ok(WebPushSettings {
+            public_key: self.config.vapid_public_key()?,
+            allowed_endpoints: self.config.webpush_allowed_endpoints.clone(),
+        })
+    }
+
+    fn start(self: Box<Self>, parts: WorkerParts<'_>) -> anyhow::Result<Box<dyn RunningWorker>> {
+        let provider = match self.provider {
+            Some(provider) => provider,
+            None => self.config.push_provider()?,
+        };
+        Ok(Box::new(Worker::start(
+            &self.config,
+            parts.store,
+            provider,
+            (parts.producer, parts.consumer),
+            NotifierMetrics::register(parts.registry),
+        )))
+    }
+}
+
 /// A notifier consuming from RabbitMQ: the worker, and the metrics and
 /// health port.
 pub struct Running {
@@ -161,4 +217,18 @@ pub async fn start(
         http_stop,
         http_addr,
     })
+}
+
+/// Runs a notifier process until SIGTERM or Ctrl-C: opens the store and
+/// the provider the settings select, and consumes from the broker.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let store = config.backend.open_store().await?;
+    let provider = config.push_provider()?;
+    let running = start(&config, store, provider).await?;
+    tracing::info!("notifier started");
+    common::shutdown::signal().await;
+    tracing::info!("stopping: finishing the jobs in hand");
+    running.shutdown().await;
+    tracing::info!("notifier stopped");
+    Ok(())
 }

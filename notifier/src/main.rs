@@ -1,5 +1,6 @@
-//! The `notifier` binary: consume notify jobs from RabbitMQ and push them.
-//! Run as many as needed; they share the queue.
+//! The `notifier` binary: consume notify jobs from RabbitMQ and push them
+//! (the library composes the process: [`notifier::serve`]). Run as many as
+//! needed; they share the queue.
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -76,7 +77,7 @@ async fn main() -> ExitCode {
         };
     }
     common::telemetry::init(config.log_format);
-    match run(config).await {
+    match notifier::serve(config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = format!("{e:#}"), "notifier failed");
@@ -84,17 +85,4 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-async fn run(config: Config) -> anyhow::Result<()> {
-    let store =
-        common::store::open(&config.backend.store(), config.backend.store_timeout()).await?;
-    let provider = config.push_provider()?;
-    let running = notifier::start(&config, store, provider).await?;
-    tracing::info!("notifier started");
-    common::shutdown::signal().await;
-    tracing::info!("stopping: finishing the jobs in hand");
-    running.shutdown().await;
-    tracing::info!("notifier stopped");
-    Ok(())
 }

@@ -1,6 +1,6 @@
-//! The layout the codebase promises (README, "Development"): the API
-//! library composes nothing, and no product source file grows past what a
-//! reader takes in at once.
+//! The layout the codebase promises (docs/architecture.md): the ingest
+//! library, composition included, never reaches into the notifier; only
+//! the binary names it, to pass the embedded mode's worker.
 
 use std::path::{Path, PathBuf};
 
@@ -33,15 +33,17 @@ fn code_lines(path: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Only the `ingest` binary's composition root (`main.rs`, `compose.rs`)
-/// knows the notifier; the library is the API alone.
+/// Only the `ingest` binary (`main.rs`) knows the notifier: the library,
+/// its composition root included, takes the embedded worker as an
+/// argument. (Cargo cannot check this: the package depends on the notifier
+/// for its binary, and a library may use whatever its package depends on.)
 #[test]
 fn ingests_library_does_not_reach_into_the_notifier() {
     let src = workspace_root().join("ingest/src");
-    let composition = [src.join("main.rs"), src.join("compose.rs")];
+    let binary = src.join("main.rs");
     let mut arrows = Vec::new();
     for file in sources(&src) {
-        if composition.contains(&file) {
+        if file == binary {
             continue;
         }
         for line in code_lines(&file) {
@@ -51,26 +53,52 @@ fn ingests_library_does_not_reach_into_the_notifier() {
         }
     }
     assert!(arrows.is_empty(), "{arrows:#?}");
-    // The composition root is where the notifier is wired in.
-    let compose = code_lines(&src.join("compose.rs")).join("\n");
-    assert!(compose.contains("notifier::Worker::start"), "{compose}");
+    // The binary is where the notifier is passed in.
+    let main = code_lines(&binary).join("\n");
+    assert!(main.contains("notifier::Embedded"), "{main}");
 }
 
-/// No product source file over 400 lines (tests included in the count).
-#[test]
-fn no_product_source_file_is_over_400_lines() {
-    let root = workspace_root();
-    let mut long = Vec::new();
-    for krate in ["common/src", "ingest/src", "notifier/src"] {
-        for file in sources(&root.join(krate)) {
-            let lines = std::fs::read_to_string(&file)
-                .expect("a readable source")
-                .lines()
-                .count();
-            if lines > 400 {
-                long.push(format!("{}: {lines} lines", file.display()));
+/// Every file below `dir` whose code (not comments) contains any of
+/// `needles`, with the line.
+fn mentions(dir: &Path, needles: &[&str]) -> Vec<(PathBuf, String)> {
+    let mut found = Vec::new();
+    for file in sources(dir) {
+        for line in code_lines(&file) {
+            if needles.iter().any(|needle| line.contains(needle)) {
+                found.push((file.clone(), line.trim().to_owned()));
             }
         }
     }
-    assert!(long.is_empty(), "{long:#?}");
+    found
+}
+
+/// One way to record an event: only the recorder writes events, so the
+/// insert, its idempotent outcome and the hand-over to the queue cannot be
+/// done another way by another handler or by a middleware.
+#[test]
+fn events_are_recorded_in_one_place() {
+    let src = workspace_root().join("ingest/src");
+    let writers: Vec<_> = mentions(&src, &[".insert_event(", ".insert_event_with_outcome("])
+        .into_iter()
+        .filter(|(file, _)| *file != src.join("record.rs"))
+        .collect();
+    assert!(writers.is_empty(), "{writers:#?}");
+}
+
+/// The tests build the service through the composition its binary uses
+/// (`ingest::compose`), never by wiring the API and a worker themselves.
+#[test]
+fn the_tests_build_the_service_as_its_binary_does() {
+    let root = workspace_root();
+    let tests = root.join("tests");
+    let this_file = tests.join("in_process/layout.rs");
+    let rewired: Vec<_> = mentions(&tests, &["Application::build", "Worker::start"])
+        .into_iter()
+        .filter(|(file, _)| *file != this_file)
+        .collect();
+    assert!(rewired.is_empty(), "{rewired:#?}");
+    let harness = code_lines(&tests.join("lib.rs")).join("\n");
+    assert!(harness.contains("compose::Service"), "{harness}");
+    let main = code_lines(&root.join("ingest/src/main.rs")).join("\n");
+    assert!(main.contains("ingest::compose::serve"), "{main}");
 }

@@ -129,6 +129,17 @@ impl Backend {
         Duration::from_millis(self.store_timeout_ms.get())
     }
 
+    /// Opens the store these settings select, with their deadline on every
+    /// call. An error names the store without its connection string (which
+    /// may hold credentials).
+    pub async fn open_store(&self) -> anyhow::Result<std::sync::Arc<dyn crate::store::Store>> {
+        use anyhow::Context as _;
+        let store = self.store();
+        crate::store::open(&store, self.store_timeout())
+            .await
+            .with_context(|| format!("opening the {}", store.describe()))
+    }
+
     /// The broker's settings, when a broker is configured.
     pub fn amqp(&self) -> Option<AmqpConfig> {
         self.amqp_url().map(|url| AmqpConfig {

@@ -1,6 +1,6 @@
 //! The admin API under `/admin/v1`: what an operator does in the dashboard
 //! (organizations and projects, a project's API keys and devices, the audit
-//! log), with a bearer admin token the gate checks. One module per
+//! log), with a bearer admin token the authentication layer checks. One module per
 //! resource, each owning its types and handlers; every write is recorded in
 //! the audit log. Responses use the API's envelopes and errors.
 
@@ -20,7 +20,7 @@ use uuid::Uuid;
 use crate::{audit, error::ApiError, state::AppState};
 
 /// The admin a request is authenticated as, and where it came from; the
-/// gate puts it in the request.
+/// authentication layer puts it in the request.
 #[derive(Debug, Clone)]
 pub struct AdminContext {
     pub admin: common::store::Admin,

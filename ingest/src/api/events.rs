@@ -4,7 +4,7 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
-use common::store::{Delivery, Event, EventFilter, Inserted, NotificationState};
+use common::store::{Delivery, Event, EventFilter};
 use poem::{Request, web::Data};
 use poem_openapi::{
     ApiResponse, Object, OpenApi,
@@ -26,7 +26,8 @@ use super::{
 use crate::{
     auth::AuthContext,
     error::ApiError,
-    idempotency::{self, Reserved},
+    idempotency::Claim,
+    record::NewEvent,
     request_id::RequestId,
     state::AppState,
     types::{Icon, Metadata, Nullable},
@@ -175,17 +176,7 @@ impl EventsApi {
         request_id: Data<&RequestId>,
     ) -> poem::Result<CreateEventResponse> {
         let input = body.0;
-        let notify = input.notify.unwrap_or(true);
-        let now = common::time::now();
-        let (to_notify, notify_due) = self.state.outbox.stored_state(now);
-        let event = Event {
-            // A retry under an Idempotency-Key reuses the id its first try
-            // reserved, so a first try that timed out after writing is
-            // found below instead of recorded twice.
-            id: req
-                .extensions()
-                .get::<Reserved>()
-                .map_or_else(Uuid::now_v7, |r| r.id),
+        let new = NewEvent {
             scope: auth.scope.clone(),
             channel_name: input.channel_name,
             title: input.title,
@@ -194,48 +185,20 @@ impl EventsApi {
             tags: input.tags.unwrap_or_default(),
             metadata: input.metadata.unwrap_or_default().into_iter().collect(),
             user_id: input.user_id.and_then(|u| u.0),
-            notify,
+            notify: input.notify.unwrap_or(true),
             source: input.source,
             priority: input.priority.map(Into::into).unwrap_or_default(),
-            created_at: now,
-            notification: if notify {
-                to_notify
-            } else {
-                NotificationState::Skipped
-            },
-            request_id: Some(request_id.to_string()),
-            notification_due_at: notify.then_some(notify_due),
+            request_id: **request_id,
         };
-        let reserved = req.extensions().get::<Reserved>();
-        let answer = || {
+        let claim = req.extensions().get::<Claim>();
+        let answer = |event: &Event| {
             Rendered::new(&Success::new(
                 EventOut::new(event.clone(), None),
                 **request_id,
             ))
         };
-        let (inserted, rendered) =
-            idempotency::insert_event(&*self.state.store, &event, reserved, answer).await?;
-        let mut event = match inserted {
-            Inserted::New => {
-                tracing::info!(eventId = %event.id, channel = %event.channel_name, "event recorded");
-                // Streams open on this replica see it now, not at the next tick.
-                self.state.tail.nudge();
-                event
-            }
-            Inserted::Existing(stored) => {
-                tracing::info!(eventId = %stored.id, "event was recorded by an earlier try of this request");
-                *stored
-            }
-        };
-        let rendered_state = event.notification;
-        event.notification = self.state.outbox.hand_over(&event).await;
-        // The stored outcome (there is one only for a new event) is this
-        // answer unless the event's state moved on since (its job queued).
-        let rendered = match rendered {
-            Some(rendered) if event.notification == rendered_state => rendered,
-            _ => Rendered::new(&Success::new(EventOut::new(event, None), **request_id))?,
-        };
-        Ok(CreateEventResponse::Created(rendered))
+        let recorded = self.state.recorder.record(new, claim, answer).await?;
+        Ok(CreateEventResponse::Created(recorded))
     }
 
     /// Look up an event

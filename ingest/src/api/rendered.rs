@@ -10,6 +10,9 @@
 //! The bytes are made in the handler, before the answer leaves it: a
 //! failure is then an error the middleware renders as the envelope, and a
 //! request under an Idempotency-Key stores the very bytes it answers with.
+//! An answer already stored as its claim's outcome says so on the response
+//! ([`Rendered::stored_as_outcome`]), so the idempotency layer does not
+//! write it a second time.
 
 use std::marker::PhantomData;
 
@@ -23,7 +26,7 @@ use poem_openapi::{
 };
 use serde::{Serialize, Serializer};
 
-use crate::error::ApiError;
+use crate::{error::ApiError, idempotency::OutcomeStored};
 
 /// The media type of every rendered answer, as poem-openapi's `Json` sends.
 pub const CONTENT_TYPE: &str = "application/json; charset=utf-8";
@@ -31,6 +34,9 @@ pub const CONTENT_TYPE: &str = "application/json; charset=utf-8";
 /// A JSON answer whose schema is `T`'s and whose bytes are serde's.
 pub struct Rendered<T> {
     body: Bytes,
+    /// Whether these bytes are already stored as the outcome of the
+    /// request's Idempotency-Key.
+    stored_as_outcome: bool,
     schema: PhantomData<fn() -> T>,
 }
 
@@ -40,6 +46,7 @@ impl<T: Serialize> Rendered<T> {
             .map_err(|e| ApiError::Internal(anyhow::anyhow!("rendering the answer: {e}")))?;
         Ok(Self {
             body: body.into(),
+            stored_as_outcome: false,
             schema: PhantomData,
         })
     }
@@ -49,6 +56,15 @@ impl<T> Rendered<T> {
     /// The rendered JSON.
     pub fn body(&self) -> &Bytes {
         &self.body
+    }
+
+    /// Marks the answer as stored already as the outcome of the request's
+    /// Idempotency-Key (by the write that made what it describes).
+    pub fn stored_as_outcome(self) -> Self {
+        Self {
+            stored_as_outcome: true,
+            ..self
+        }
     }
 }
 
@@ -66,9 +82,13 @@ impl<T: Type> Payload for Rendered<T> {
 
 impl<T: Send> IntoResponse for Rendered<T> {
     fn into_response(self) -> Response {
-        Response::builder()
+        let mut response = Response::builder()
             .content_type(CONTENT_TYPE)
-            .body(self.body)
+            .body(self.body);
+        if self.stored_as_outcome {
+            response.extensions_mut().insert(OutcomeStored);
+        }
+        response
     }
 }
 

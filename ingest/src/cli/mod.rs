@@ -11,7 +11,6 @@ pub use keys::{create_key, create_key_with_scopes, new_key};
 
 use std::{future::Future, path::PathBuf, process::ExitCode, sync::Arc};
 
-use anyhow::Context as _;
 use clap::{
     Parser, Subcommand,
     builder::{PossibleValuesParser, TypedValueParser},
@@ -160,9 +159,7 @@ async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
     let store_config = config.backend.store();
     // Decided before opening, which creates the file.
     let new = store_config.is_new();
-    let store = common::store::open(&store_config, config.backend.store_timeout())
-        .await
-        .with_context(|| format!("opening the {}", store_config.describe()))?;
+    let store = config.backend.open_store().await?;
     // Described after opening, so the path is the created file's canonical one.
     if new {
         eprintln!("ingest: created a new {}", store_config.describe());

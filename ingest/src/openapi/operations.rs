@@ -86,9 +86,9 @@ fn replay_header() -> Value {
 
 /// What one operation is, as far as the middleware is concerned.
 struct Shape {
-    /// What the gate asks for.
+    /// What the authentication layer asks for.
     access: Access,
-    /// The scope the gate asks the key to have.
+    /// The scope the scope layer asks the key to have.
     scope: Option<KeyScope>,
     /// The idempotency layer reads `Idempotency-Key`.
     idempotent: bool,

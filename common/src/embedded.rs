@@ -1,0 +1,56 @@
+//! The seam of the embedded mode: what ingest's composition asks of the
+//! notifier it runs in its own process, without depending on it.
+//!
+//! The ingest library is the API and never depends on the notifier (Cargo
+//! forbids the cycle: ingest's binary depends on the notifier). So the
+//! composition (`ingest::compose`) takes an [`EmbeddedWorker`], which the
+//! notifier implements (`notifier::Embedded`), and the `ingest` binary and
+//! the tests both pass that one.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::{
+    metrics::Registry,
+    queue::{JobConsumer, JobQueue},
+    store::Store,
+};
+
+/// What the worker runs on: the process's store, both ends of the
+/// in-process queue (it publishes its retries through the producer), and
+/// the registry `/metrics` serves, for its own metrics.
+pub struct WorkerParts<'a> {
+    pub store: Arc<dyn Store>,
+    pub producer: Arc<dyn JobQueue>,
+    pub consumer: Box<dyn JobConsumer>,
+    pub registry: &'a mut Registry,
+}
+
+/// What the API serves and accepts for Web Push, from the worker's own
+/// settings: the worker signs with the key browsers subscribe with, and
+/// may only send to the push services a subscription is allowed to name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebPushSettings {
+    /// The VAPID public key (URL-safe base64), when Web Push is set up.
+    pub public_key: Option<String>,
+    /// The push-service origins a subscription may name besides public
+    /// https ones (comma-separated, as configured).
+    pub allowed_endpoints: String,
+}
+
+/// A worker that can run beside the API on the in-process queue.
+pub trait EmbeddedWorker: Send {
+    /// Its Web Push settings, which the API adopts where its own are unset.
+    fn web_push(&self) -> anyhow::Result<WebPushSettings>;
+
+    /// Starts consuming `parts.consumer`.
+    fn start(self: Box<Self>, parts: WorkerParts<'_>) -> anyhow::Result<Box<dyn RunningWorker>>;
+}
+
+/// A started worker.
+#[async_trait]
+pub trait RunningWorker: Send + Sync {
+    /// Stops consuming and finishes the jobs in hand.
+    async fn stop(self: Box<Self>);
+}
