@@ -1,7 +1,8 @@
 //! How soon a revoked API key is refused when another process revoked it
 //! (the CLI, another replica): ingest keeps what the store said about a key
-//! for at most [`REVOCATION_BOUND`] (ingest/src/key_cache.rs, README "API
-//! keys"). Checked by polling, never by sleeping through the bound.
+//! for at most [`REVOCATION_BOUND`] (ingest/src/key_cache.rs, docs/api.md
+//! "Authentication and scopes"). Checked by polling, never by sleeping
+//! through the bound.
 
 use std::time::{Duration, Instant};
 

@@ -15,43 +15,80 @@ use serde::Deserialize;
 
 const DEFAULTS: &str = include_str!("../config.default.toml");
 
-/// Every ingest setting; each is documented in `config.default.toml`, and
-/// the store and broker ones, shared with the notifier, in
-/// `common/backend.default.toml`.
+/// Every ingest setting. `config.default.toml` is the reference: each field
+/// appears there with its default and its full description (a test checks
+/// that none is missing); the store and broker ones, shared with the
+/// notifier, are in `common/backend.default.toml`. Each setting is read from
+/// `INGEST_<FIELD>` (upper case).
 #[derive(Debug, Clone, Deserialize)]
 pub struct Config {
     /// Where the store and the broker are (read from the same keys).
     #[serde(skip)]
     pub backend: Backend,
+    /// Address the HTTP API listens on (`INGEST_LISTEN`).
     pub listen: String,
+    /// How often the outbox relay looks for events whose job was never
+    /// confirmed, in milliseconds.
     pub relay_interval_ms: NonZeroU64,
+    /// How old an unconfirmed event must be before the relay takes it over,
+    /// in milliseconds.
     pub relay_grace_ms: u64,
+    /// How long an event may stay `queued` before its job is presumed lost
+    /// and published again, in seconds (later looks back off, up to hourly).
     pub requeue_after_seconds: NonZeroU64,
+    /// Requests per minute per API key, unless the key has its own limit.
     pub rate_limit_per_minute: NonZeroU32,
+    /// Failed API-key authentications per minute per client address.
     pub auth_failures_per_minute: NonZeroU32,
+    /// Failed admin-token authentications per minute per client address,
+    /// counted apart from the API's.
     pub admin_auth_failures_per_minute: NonZeroU32,
+    /// How often ingest writes when API keys were last used, in milliseconds
+    /// (each key at most once a minute whatever this is).
     pub last_used_flush_ms: NonZeroU64,
+    /// Requests per minute per client address on routes that need no key.
     pub anonymous_rate_limit_per_minute: NonZeroU32,
+    /// Largest request body accepted, in bytes; larger bodies get 413.
     pub max_body_bytes: usize,
+    /// Most header fields a request may carry; more gets 431.
     pub max_headers: usize,
+    /// Most bytes of header fields a request may carry; more gets 431.
     pub max_header_bytes: usize,
+    /// Milliseconds a client has to send a complete request header.
     pub header_read_timeout_ms: NonZeroU64,
+    /// Milliseconds a kept-alive connection may wait for its next request.
     pub idle_timeout_ms: NonZeroU64,
+    /// Most connections served at once; newcomers wait in the backlog.
     pub max_connections: usize,
+    /// Take the client address from `X-Forwarded-For` (only behind a proxy
+    /// that sets it).
     pub trust_forwarded_for: bool,
+    /// Origins whose web pages may call the API (CORS), comma-separated, or
+    /// `*`; empty: none.
     pub cors_origins: String,
+    /// Seconds in-flight requests get to finish after SIGTERM.
     pub shutdown_grace_seconds: u64,
+    /// How often live streams look for events other replicas recorded, in
+    /// milliseconds.
     pub stream_poll_interval_ms: NonZeroU64,
+    /// Seconds of silence on a live stream before a comment line keeps it
+    /// open.
     pub stream_keepalive_seconds: NonZeroU64,
+    /// Live streams one key may hold open on each replica (429 beyond).
     pub streams_per_key: usize,
-    /// Unset: events are kept forever.
+    /// Events older than this many days are deleted; unset: events are kept
+    /// forever.
     pub retention_days: Option<NonZeroU32>,
+    /// Seconds between two retention passes.
     pub retention_interval_seconds: NonZeroU64,
+    /// Most events retention deletes in one transaction.
     pub retention_batch: NonZeroU32,
     /// The VAPID public key served at `GET /v1/webpush/key`.
     pub vapid_public_key: Option<String>,
     /// Comma-separated origins exempt from the endpoint address checks.
     pub webpush_allowed_endpoints: String,
+    /// Log format: `auto` (JSON unless stderr is a terminal), `json` or
+    /// `pretty`.
     pub log_format: LogFormat,
 }
 
@@ -231,5 +268,19 @@ impl Config {
     /// How often the outbox relay runs.
     pub fn relay_interval(&self) -> Duration {
         Duration::from_millis(self.relay_interval_ms.get())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `config.default.toml` is the reference operators read: every setting
+    /// is written there, under a comment, so the file cannot drift from the
+    /// struct.
+    #[test]
+    fn the_defaults_file_writes_and_describes_every_setting() {
+        let gaps = common::config::service_reference_gaps::<Config>(DEFAULTS);
+        assert!(gaps.is_empty(), "ingest/config.default.toml: {gaps:#?}");
     }
 }

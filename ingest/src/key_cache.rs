@@ -24,7 +24,7 @@ use dashmap::DashMap;
 
 /// How long a key's record is used without asking the store again: the
 /// bound on how late a revocation made by another process takes effect
-/// (README, "API keys").
+/// (docs/api.md, "Authentication and scopes").
 pub const KEY_CACHE_TTL: Duration = Duration::from_secs(1);
 
 /// Past this many entries, a new one first sweeps out the expired.

@@ -11,7 +11,8 @@
 //!
 //! governor keeps its state in this process: replicas behind a load balancer
 //! each enforce the full quota, so either route by key or divide the
-//! configured quota by the number of replicas (see the README).
+//! configured quota by the number of replicas (docs/operations.md, "Rate
+//! limits across replicas").
 
 use std::{
     net::IpAddr,

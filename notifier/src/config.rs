@@ -23,26 +23,46 @@ use crate::push::webpush::vapid::VapidKey;
 
 const DEFAULTS: &str = include_str!("../config.default.toml");
 
-/// Every notifier setting; each is documented in `config.default.toml`, and
-/// the store and broker ones, shared with ingest, in
-/// `common/backend.default.toml`.
+/// Every notifier setting. `config.default.toml` is the reference: each
+/// field appears there with its default and its full description (a test
+/// checks that none is missing); the store and broker ones, shared with
+/// ingest, are in `common/backend.default.toml`. Each setting is read from
+/// `NOTIFIER_<FIELD>` (upper case), the `apns_*` ones from `APNS_*`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Config {
     /// Where the store and the broker are (read from the same keys).
     #[serde(skip)]
     pub backend: Backend,
+    /// Address of the notifier's own port (`/metrics`, `/healthz`,
+    /// `/readyz`); port 0 picks a free one. Unused in embedded mode.
     pub listen: String,
+    /// Unacknowledged jobs the broker hands this process at once.
     pub prefetch: NonZeroU16,
+    /// Jobs processed at once.
     pub concurrency: NonZeroUsize,
+    /// Pushes waiting for their push service at once, across every job.
     pub max_in_flight: NonZeroUsize,
+    /// How long a project's device list is reused between jobs, in
+    /// milliseconds; 0 reads it for every job.
     pub device_cache_ms: u64,
+    /// Delay before the first retry of a push that failed transiently, in
+    /// milliseconds; later retries double it.
     pub retry_base_ms: NonZeroU64,
+    /// Longest delay between two retries, in milliseconds.
     pub retry_max_ms: u64,
+    /// Retries of a job after its first try; then it is dead-lettered.
     pub max_retries: u32,
+    /// The lease on a claimed delivery, in seconds (at least 2): how long a
+    /// crashed worker's deliveries wait before another worker sends them.
     pub stale_claim_seconds: u64,
+    /// Path to the APNs token-authentication key (`.p8`); read as
+    /// `APNS_KEY_PATH`. APNs needs all four `apns_*` settings, or none.
     pub apns_key_path: Option<PathBuf>,
+    /// The APNs key's id (`APNS_KEY_ID`).
     pub apns_key_id: Option<String>,
+    /// The Apple developer team id (`APNS_TEAM_ID`).
     pub apns_team_id: Option<String>,
+    /// The app's bundle id, the APNs topic (`APNS_TOPIC`).
     pub apns_topic: Option<String>,
     /// Base64url raw P-256 private key signing Web Push (VAPID).
     pub vapid_private_key: Option<Secret>,
@@ -50,14 +70,18 @@ pub struct Config {
     pub vapid_subject: Option<String>,
     /// Comma-separated origins exempt from the endpoint address checks.
     pub webpush_allowed_endpoints: String,
-    /// How long a push service has to answer one Web Push request.
+    /// How long a push service has to answer one Web Push request, in
+    /// milliseconds.
     pub webpush_timeout_ms: NonZeroU64,
     /// Path to the Firebase service account's JSON key file.
     pub fcm_service_account: Option<PathBuf>,
     /// Where FCM's HTTP v1 API is (Google's by default).
     pub fcm_base_url: String,
-    /// How long FCM (or its token endpoint) has to answer one request.
+    /// How long FCM (or its token endpoint) has to answer one request, in
+    /// milliseconds.
     pub fcm_timeout_ms: NonZeroU64,
+    /// Log format: `auto` (JSON unless stderr is a terminal), `json` or
+    /// `pretty`.
     pub log_format: LogFormat,
 }
 
@@ -346,6 +370,15 @@ mod tests {
             assert_eq!(config.backend.store_timeout().as_millis(), 750);
             Ok(())
         });
+    }
+
+    /// `config.default.toml` is the reference operators read: every setting
+    /// is written there, under a comment, so the file cannot drift from the
+    /// struct.
+    #[test]
+    fn the_defaults_file_writes_and_describes_every_setting() {
+        let gaps = common::config::service_reference_gaps::<Config>(DEFAULTS);
+        assert!(gaps.is_empty(), "notifier/config.default.toml: {gaps:#?}");
     }
 
     #[test]

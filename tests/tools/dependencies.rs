@@ -1,6 +1,7 @@
 //! What the services are built from. The first `cargo run --release` on a
 //! fresh machine compiles every crate below ingest and notifier, so the
-//! tree is part of the first hour (README, "Build time"): one TLS crypto
+//! tree is part of the first hour (docs/architecture.md, "Building and
+//! testing"): one TLS crypto
 //! backend, ring, and none of the C libraries a default feature can drag
 //! in behind it. aws-lc-sys (lapin's default backend) alone is CMake and
 //! hundreds of C files.

@@ -163,7 +163,7 @@ mod tests {
     #[test]
     fn the_embedded_store_syncs_every_commit_by_default() {
         // An answered event survives a power loss unless an operator
-        // chooses otherwise (README, "Group commit").
+        // chooses otherwise (docs/operations.md, "What survives what").
         assert_eq!(Backend::default().sqlite_synchronous, SqliteSync::Full);
     }
 

@@ -1,9 +1,11 @@
 //! Configuration loading shared by both services: defaults from TOML files
 //! shipped with the binary (the [`backend`] section's, then the service's),
 //! then an optional TOML file of the operator's, then environment variables.
-//! Errors name the setting and the variable.
+//! Errors name the setting and the variable. The defaults files are also the
+//! configuration reference operators read ([`reference`] keeps them whole).
 
 mod backend;
+mod reference;
 
 use std::{collections::BTreeSet, fmt, path::Path};
 
@@ -15,6 +17,7 @@ use serde::{Deserialize, de::DeserializeOwned};
 use serde_aux::serde_introspection::serde_introspect;
 
 pub use backend::Backend;
+pub use reference::{backend_reference_gaps, service_reference_gaps};
 
 /// A configuration value that must never appear in logs or debug output.
 #[derive(Clone, Deserialize, PartialEq, Eq)]
