@@ -39,14 +39,15 @@ pub async fn within<T>(
     }
 }
 
-/// A backend's deadline and its observer, if it was given one.
+/// A backend's deadline (none for a store a test or a tool opened without
+/// one) and its observer, if it was given one.
 pub(super) struct Guard {
-    limit: Duration,
+    limit: Option<Duration>,
     observer: OnceLock<Arc<dyn StoreObserver>>,
 }
 
 impl Guard {
-    pub(super) fn new(limit: Duration) -> Self {
+    pub(super) fn new(limit: Option<Duration>) -> Self {
         Self {
             limit,
             observer: OnceLock::new(),
@@ -68,7 +69,10 @@ impl Guard {
         if let Some(observer) = self.observer.get() {
             observer.called(method);
         }
-        within(self.limit, call).await
+        match self.limit {
+            Some(limit) => within(limit, call).await,
+            None => call.await,
+        }
     }
 }
 
@@ -102,7 +106,7 @@ mod tests {
                 self.0.lock().expect("names").push(method);
             }
         }
-        let guard = Guard::new(Duration::from_secs(5));
+        let guard = Guard::new(Some(Duration::from_secs(5)));
         let names = Arc::new(Names(Default::default()));
         assert!(guard.observe(Arc::clone(&names) as Arc<dyn StoreObserver>));
         assert!(!guard.observe(Arc::clone(&names) as Arc<dyn StoreObserver>));

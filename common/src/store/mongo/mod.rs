@@ -96,7 +96,7 @@ impl MongoStore {
             db,
             device_changes: Default::default(),
             writer,
-            guard: Guard::new(deadline),
+            guard: Guard::new(Some(deadline)),
         };
         store.create_indexes().await?;
         store.adopt_scopes().await?;

@@ -54,9 +54,6 @@ use super::{SqliteSync, Store, StoreError, StoreObserver, StoreResult, guard::Gu
 /// Prepared statements kept on the connection: more than the store has
 /// (about 40, with the listing's variants by filter).
 const STATEMENT_CACHE: usize = 128;
-/// The deadline of a store opened without one ([`SqliteStore::open`], for
-/// tests and tools): far longer than any call takes on a working disk.
-const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
 
 pub struct SqliteStore {
     conn: tokio_rusqlite::Connection,
@@ -75,10 +72,10 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Opens (creating if needed) the database file and brings its schema
-    /// up to date, with the default durability and a deadline no working
-    /// disk reaches.
+    /// up to date, with the default durability and no deadline (for tests,
+    /// whose clock may be paused, and tools).
     pub async fn open(path: &Path) -> StoreResult<Self> {
-        Self::open_with(path, SqliteSync::default(), DEFAULT_DEADLINE).await
+        Self::start(path, SqliteSync::default(), None).await
     }
 
     /// Like [`SqliteStore::open`], syncing as `synchronous` says, and every
@@ -87,6 +84,14 @@ impl SqliteStore {
         path: &Path,
         synchronous: SqliteSync,
         deadline: Duration,
+    ) -> StoreResult<Self> {
+        Self::start(path, synchronous, Some(deadline)).await
+    }
+
+    async fn start(
+        path: &Path,
+        synchronous: SqliteSync,
+        deadline: Option<Duration>,
     ) -> StoreResult<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
@@ -201,10 +206,13 @@ mod tests {
     async fn the_synchronous_setting_reaches_the_connection() {
         let dir = tempfile::tempdir().expect("temp dir");
         for (setting, pragma) in [(SqliteSync::Normal, 1), (SqliteSync::Full, 2)] {
-            let store =
-                SqliteStore::open_with(&dir.path().join("t.sqlite3"), setting, DEFAULT_DEADLINE)
-                    .await
-                    .expect("opens");
+            let store = SqliteStore::open_with(
+                &dir.path().join("t.sqlite3"),
+                setting,
+                Duration::from_secs(30),
+            )
+            .await
+            .expect("opens");
             let level: i64 = store
                 .run("test", |c| {
                     c.pragma_query_value(None, "synchronous", |r| r.get(0))
