@@ -111,6 +111,7 @@ pub mod prelude {
 /// Events and their notification state (the outbox): recording an event (with
 /// its idempotent answer), reading it back by id, and the moves of its
 /// notification the relay and the notifier make.
+///
 /// Each backend implements it in its `events` module.
 #[async_trait]
 pub trait EventStore: Send + Sync {
@@ -179,6 +180,7 @@ pub trait EventStore: Send + Sync {
 
 /// The read side: listing, following and counting recorded events (served by
 /// indexes and roll-ups kept as events are written), and retention.
+///
 /// Each backend implements it in its `history` module.
 #[async_trait]
 pub trait HistoryStore: Send + Sync {
@@ -224,6 +226,7 @@ pub trait HistoryStore: Send + Sync {
 
 /// Deliveries: the lease a worker claims before it pushes an event to a device,
 /// and the outcome it records while the claim is still its own.
+///
 /// Each backend implements it in its `deliveries` module.
 #[async_trait]
 pub trait DeliveryStore: Send + Sync {
@@ -248,6 +251,7 @@ pub trait DeliveryStore: Send + Sync {
 
 /// Idempotency keys: the claim a request makes on its key, and the answer later
 /// retries replay.
+///
 /// Each backend implements it in its `idempotency` module.
 #[async_trait]
 pub trait IdempotencyStore: Send + Sync {
@@ -288,6 +292,7 @@ pub trait IdempotencyStore: Send + Sync {
 
 /// API keys: stored by the hash of their secret, found by it, listed, revoked,
 /// rotated, and when each was last used.
+///
 /// Each backend implements it in its `keys` module.
 #[async_trait]
 pub trait KeyStore: Send + Sync {
@@ -320,6 +325,7 @@ pub trait KeyStore: Send + Sync {
 
 /// Admin tokens (the credential of the admin API) and the audit log of what
 /// admins did.
+///
 /// Each backend implements it in its `admins` module.
 #[async_trait]
 pub trait AdminStore: Send + Sync {
@@ -339,6 +345,7 @@ pub trait AdminStore: Send + Sync {
 }
 
 /// Organizations and the projects they own: the tenancy a scope names.
+///
 /// Each backend implements it in its `tenancy` module.
 #[async_trait]
 pub trait TenancyStore: Send + Sync {
@@ -364,6 +371,7 @@ pub trait TenancyStore: Send + Sync {
 }
 
 /// The devices connected to a project, which its alerts are pushed to.
+///
 /// Each backend implements it in its `devices` module.
 #[async_trait]
 pub trait DeviceStore: Send + Sync {
@@ -396,6 +404,7 @@ pub trait DeviceStore: Send + Sync {
 
 /// Identities: the users a project identified, with their properties and
 /// aliases.
+///
 /// Each backend implements it in its `identities` module.
 #[async_trait]
 pub trait IdentityStore: Send + Sync {

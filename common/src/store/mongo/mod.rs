@@ -67,7 +67,7 @@ const IDEMPOTENCY: &str = "idempotency";
 
 pub struct MongoStore {
     db: mongodb::Database,
-    /// Device changes made through this handle (`Store::device_changes`).
+    /// Device changes made through this handle (`DeviceStore::device_changes`).
     device_changes: std::sync::atomic::AtomicU64,
     /// The group-commit writer of event inserts.
     writer: group_commit::Writer,

@@ -119,7 +119,7 @@ impl EventStore for SqliteStore {
     /// Reads the event's deliveries and moves its notification in one write, so
     /// the notifier's last step for an event is one trip to the connection's
     /// thread. The move names the unsettled states as the relay's index does
-    /// ([`UNSETTLED`]), with no list to bind.
+    /// (`UNSETTLED`), with no list to bind.
     async fn settle_notification(
         &self,
         scope: &Scope,

@@ -3,7 +3,7 @@
 //! busy timeout let the admin CLI write keys while the server runs.
 //!
 //! This module owns opening the file (pragmas, `migrations`), the trips to
-//! the connection's thread ([`SqliteStore::run`], and the group-commit
+//! the connection's thread (`SqliteStore::run`, and the group-commit
 //! `write`: every call of the store goes through one of them, and through the
 //! store's deadline and observer there, `super::guard`), the sorting of
 //! SQLite errors, and `Store` itself (`ping`). `codec` turns records into
@@ -62,7 +62,7 @@ pub struct SqliteStore {
     /// When expired idempotency rows were last swept (SQLite has no TTL
     /// index), in Unix milliseconds.
     last_sweep_ms: AtomicI64,
-    /// Device changes made through this handle (`Store::device_changes`),
+    /// Device changes made through this handle (`DeviceStore::device_changes`),
     /// counted on the connection's thread once committed, so a caller
     /// that stopped waiting does not leave one uncounted.
     device_changes: Arc<AtomicU64>,
