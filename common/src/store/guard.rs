@@ -17,9 +17,10 @@ use std::{
 use super::{StoreError, StoreResult};
 
 /// Told the name of every store method called (as written in the store's
-/// traits), as the call begins. The SQLite store tells it once per trip to
-/// its connection (every method makes one, bar the few that make one per
-/// attempt or page), the MongoDB store once per call.
+/// traits), as the call begins: the SQLite store at its one trip to the
+/// connection, the MongoDB store as the method's body starts. A MongoDB
+/// method that calls another of the store's (a rotation reads the key
+/// first) tells both.
 pub trait StoreObserver: Send + Sync + 'static {
     fn called(&self, method: &'static str);
 }
