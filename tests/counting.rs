@@ -1,43 +1,42 @@
-//! A store layer for tests that counts the calls of some of the store's
-//! methods, around the real store (`TestApp::spawn_wrapped`).
+//! A store observer for tests that counts the calls of some of the store's
+//! methods, installed on the real store (`TestApp::spawn_wrapped`).
 
-use std::{
-    future::Future,
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
+use std::sync::{
+    Arc,
+    atomic::{AtomicUsize, Ordering},
 };
 
-use common::store::{StoreResult, layer::Layer};
+use common::store::{Store, StoreObserver};
 
-/// Counts the calls of `methods`, named as in `Store`.
+/// Counts the calls of `methods`, named as in the store's traits.
 pub struct CountCalls {
     methods: &'static [&'static str],
     count: Arc<AtomicUsize>,
 }
 
 impl CountCalls {
-    /// The layer, and the count it keeps.
+    /// The observer, and the count it keeps.
     pub fn of(methods: &'static [&'static str]) -> (Self, Arc<AtomicUsize>) {
         let count = Arc::new(AtomicUsize::new(0));
-        let layer = Self {
+        let observer = Self {
             methods,
             count: Arc::clone(&count),
         };
-        (layer, count)
+        (observer, count)
+    }
+
+    /// Installs the observer on `store` and returns the store, as
+    /// `TestApp::spawn_wrapped` takes it.
+    pub fn on(self, store: Arc<dyn Store>) -> Arc<dyn Store> {
+        assert!(store.observe(Arc::new(self)), "the store had an observer");
+        store
     }
 }
 
-impl Layer for CountCalls {
-    async fn around<'a, T: Send + 'a>(
-        &'a self,
-        method: &'static str,
-        call: impl Future<Output = StoreResult<T>> + Send + 'a,
-    ) -> StoreResult<T> {
+impl StoreObserver for CountCalls {
+    fn called(&self, method: &'static str) {
         if self.methods.contains(&method) {
             self.count.fetch_add(1, Ordering::SeqCst);
         }
-        call.await
     }
 }

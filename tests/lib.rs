@@ -20,6 +20,7 @@ pub mod proxy;
 pub mod push_service;
 pub mod recording;
 pub mod revocation;
+pub mod stored;
 
 use std::{
     io::{BufRead as _, BufReader},

@@ -3,7 +3,7 @@
 //!
 //! A list is kept at most `ttl` (`NOTIFIER_DEVICE_CACHE_MS`), and only
 //! while the store handle has made no device change since it was read
-//! ([`Store::device_changes`]). So a device registered, deleted or
+//! ([`DeviceStore::device_changes`](common::store::DeviceStore::device_changes)). So a device registered, deleted or
 //! deactivated through the same store handle (the API of the ingest that
 //! runs this notifier in embedded mode, or this notifier deactivating a
 //! dead token) counts from the next job on; one changed by another process

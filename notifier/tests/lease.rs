@@ -201,10 +201,12 @@ impl World {
     /// Claims the delivery as a worker that then dies without a word.
     async fn claim_and_die(&self) {
         self.store
-            .claim_delivery(
-                &self.scope,
-                self.event.id,
-                self.device,
+            .claim_deliveries(
+                &[common::store::lease::ClaimKey {
+                    scope: self.scope.clone(),
+                    event_id: self.event.id,
+                    device_id: self.device,
+                }],
                 &ClaimRequest {
                     now: self.clock.now(),
                     lease: LEASE,

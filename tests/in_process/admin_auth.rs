@@ -9,7 +9,6 @@ use std::{
 };
 
 use chrono::{DurationRound as _, TimeDelta};
-use common::store::layer::Layered;
 use reqwest::Method;
 use serde_json::json;
 use tocsin_tests::{
@@ -117,10 +116,8 @@ async fn last_use_is_written_at_most_once_a_minute(kind: StoreKind) {
     let mut test = TestConfig::new(kind);
     test.config.last_used_flush_ms = 100.try_into().expect("non-zero");
     let (counting, writes) = CountCalls::of(&["set_keys_last_used"]);
-    let app = TestApp::spawn_wrapped(test, Embedded::default(), move |store| {
-        Arc::new(Layered::new(store, counting))
-    })
-    .await;
+    let app =
+        TestApp::spawn_wrapped(test, Embedded::default(), move |store| counting.on(store)).await;
     let token = app.create_admin("ops").await;
     let (key, _) = app.new_key().await;
     let key_id = app.store.list_api_keys().await.expect("keys")[0].id;

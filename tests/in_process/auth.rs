@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use tocsin_tests::stored::StoredEvents as _;
 use tocsin_tests::{
     Reply, StoreKind, TestApp, TestConfig, for_each_store, revocation::refused_within_bound,
 };
@@ -40,7 +41,7 @@ async fn requests_without_a_valid_key_get_401(kind: StoreKind) {
         reply.assert_error_envelope(401);
         reply.assert_rate_limit_headers();
     }
-    assert_eq!(app.store.count_events(&scope).await.expect("count"), 0);
+    assert_eq!(app.store.events_stored(&scope).await.expect("count"), 0);
     let ok = send(&app, Some(&format!("Bearer {key}"))).await;
     assert_eq!(ok.status, 201, "{}", ok.body);
     let lowercase_scheme = send(&app, Some(&format!("bearer {key}"))).await;

@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use common::{
     jobs::Job,
     queue::{self, QueueConfig},
-    store::{NotificationState, layer::Layered},
+    store::NotificationState,
 };
 use notifier::push::{Push, PushOutcome, PushProvider};
 use serde_json::Value;
@@ -239,7 +239,7 @@ async fn a_device_changed_by_another_process_counts_within_the_cache_bound(kind:
 async fn a_job_with_no_device_to_send_to_settles_its_event_without_reading_it(kind: StoreKind) {
     let (counting, reads) = CountCalls::of(&["get_event", "list_deliveries"]);
     let app = TestApp::spawn_wrapped(TestConfig::new(kind), Embedded::default(), move |store| {
-        Arc::new(Layered::new(store, counting))
+        counting.on(store)
     })
     .await;
     let (key, _) = app.new_key().await;

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use tocsin_tests::stored::StoredEvents as _;
 use tocsin_tests::{
     Reply, StoreKind, TestApp, TestConfig, eventually, for_each_store, proxy::Proxy,
 };
@@ -141,7 +142,7 @@ async fn a_silent_store_gives_503_within_the_deadline_then_recovers() {
     .await;
     let ready = app.get("/readyz").await;
     assert_eq!(ready.status(), 200);
-    assert!(app.store.count_events(&scope).await.expect("count") >= 2);
+    assert!(app.store.events_stored(&scope).await.expect("count") >= 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,7 @@
 //! `POST /v1/events`: what is stored and returned.
 
 use serde_json::json;
+use tocsin_tests::stored::StoredEvents as _;
 use tocsin_tests::{Reply, StoreKind, TestApp, for_each_store};
 use uuid::Uuid;
 
@@ -100,7 +101,7 @@ async fn the_channel_is_created_on_first_use(kind: StoreKind) {
     let (key, scope) = app.new_key().await;
     assert!(
         app.store
-            .list_channels(&scope)
+            .channel_names(&scope)
             .await
             .expect("channels")
             .is_empty()
@@ -111,7 +112,7 @@ async fn the_channel_is_created_on_first_use(kind: StoreKind) {
             .await;
         assert_eq!(r.status(), 201);
     }
-    let channels = app.store.list_channels(&scope).await.expect("channels");
+    let channels = app.store.channel_names(&scope).await.expect("channels");
     assert_eq!(channels, vec!["payments".to_owned(), "signups".to_owned()]);
 }
 
@@ -163,11 +164,11 @@ async fn events_are_scoped_to_the_key_s_project(kind: StoreKind) {
             .expect("store")
             .is_none()
     );
-    assert_eq!(app.store.count_events(&scope_a).await.expect("count"), 1);
-    assert_eq!(app.store.count_events(&scope_b).await.expect("count"), 0);
+    assert_eq!(app.store.events_stored(&scope_a).await.expect("count"), 1);
+    assert_eq!(app.store.events_stored(&scope_b).await.expect("count"), 0);
     assert!(
         app.store
-            .list_channels(&scope_b)
+            .channel_names(&scope_b)
             .await
             .expect("channels")
             .is_empty()

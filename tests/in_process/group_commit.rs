@@ -11,6 +11,7 @@ use std::{collections::HashMap, time::Duration};
 
 use common::store::{IdempotencyBegin, Scope, StoreConfig};
 use serde_json::{Value, json};
+use tocsin_tests::stored::StoredEvents as _;
 use tocsin_tests::{Reply, StoreKind, TestApp, TestConfig, for_each_store};
 
 /// The SQLite file of a test's settings.
@@ -51,7 +52,7 @@ async fn an_event_is_never_stored_without_its_idempotency_outcome() {
     let failed = Reply::of(app.post_idempotent("/v1/events", &key, "k1", &body).await).await;
     failed.assert_error_envelope(500);
     assert_eq!(
-        app.store.count_events(&scope).await.expect("count"),
+        app.store.events_stored(&scope).await.expect("count"),
         0,
         "no event without its outcome"
     );
@@ -68,7 +69,7 @@ async fn an_event_is_never_stored_without_its_idempotency_outcome() {
     let replayed = Reply::of(app.post_idempotent("/v1/events", &key, "k1", &body).await).await;
     assert_eq!(replayed.header("x-idempotent-replay"), Some("true"));
     assert_eq!(replayed.body, retried.body);
-    assert_eq!(app.store.count_events(&scope).await.expect("count"), 1);
+    assert_eq!(app.store.events_stored(&scope).await.expect("count"), 1);
 }
 
 /// In embedded mode the request that records an event asking for a push
@@ -242,7 +243,7 @@ async fn a_shutdown_with_writes_in_flight_answers_every_request_and_loses_nothin
         "some requests were answered before the stop"
     );
     assert_eq!(
-        store.count_events(&scope).await.expect("count"),
+        store.events_stored(&scope).await.expect("count"),
         replayable,
         "every stored event has its outcome"
     );

@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 
 use serde_json::json;
+use tocsin_tests::stored::StoredEvents as _;
 use tocsin_tests::{Reply, StoreKind, TestApp, for_each_store, path};
 
 async fn a_retry_with_the_same_key_replays_the_original_response(kind: StoreKind) {
@@ -27,7 +28,7 @@ async fn a_retry_with_the_same_key_replays_the_original_response(kind: StoreKind
     assert_eq!(again.body, first.body, "the original body is replayed");
     again.assert_rate_limit_headers();
     assert!(again.header("x-request-id").is_some());
-    assert_eq!(app.store.count_events(&scope).await.expect("count"), 1);
+    assert_eq!(app.store.events_stored(&scope).await.expect("count"), 1);
 
     let identify = json!({ "user_id": "u", "properties": { "n": 1 } });
     let a = Reply::of(
@@ -74,7 +75,7 @@ async fn the_same_key_with_a_different_body_gets_422(kind: StoreKind) {
     )
     .await;
     other_route.assert_error_envelope(422);
-    assert_eq!(app.store.count_events(&scope).await.expect("count"), 1);
+    assert_eq!(app.store.events_stored(&scope).await.expect("count"), 1);
 }
 
 async fn keys_are_scoped_per_project(kind: StoreKind) {
@@ -95,8 +96,8 @@ async fn keys_are_scoped_per_project(kind: StoreKind) {
     assert_eq!((a.status, b.status), (201, 201));
     assert_eq!(b.header("x-idempotent-replay"), None);
     assert_ne!(a.body["data"]["id"], b.body["data"]["id"]);
-    assert_eq!(app.store.count_events(&scope_a).await.expect("count"), 1);
-    assert_eq!(app.store.count_events(&scope_b).await.expect("count"), 1);
+    assert_eq!(app.store.events_stored(&scope_a).await.expect("count"), 1);
+    assert_eq!(app.store.events_stored(&scope_b).await.expect("count"), 1);
 }
 
 async fn fifty_concurrent_requests_with_one_key_create_one_event(kind: StoreKind) {
@@ -129,7 +130,7 @@ async fn fifty_concurrent_requests_with_one_key_create_one_event(kind: StoreKind
     }
     assert_eq!(originals, 1, "exactly one request does the work");
     assert_eq!(ids.len(), 1, "every replay carries the same event");
-    assert_eq!(app.store.count_events(&scope).await.expect("count"), 1);
+    assert_eq!(app.store.events_stored(&scope).await.expect("count"), 1);
     // Once settled, a retry replays.
     let after = Reply::of(
         app.post_idempotent("/v1/events", &key, "race-key", &body)
@@ -170,7 +171,7 @@ async fn validation_failures_are_not_remembered(kind: StoreKind) {
         "the corrected request runs: {}",
         fixed.body
     );
-    assert_eq!(app.store.count_events(&scope).await.expect("count"), 1);
+    assert_eq!(app.store.events_stored(&scope).await.expect("count"), 1);
 }
 
 async fn unauthenticated_and_rate_limited_requests_are_not_remembered(kind: StoreKind) {
@@ -226,7 +227,7 @@ async fn keys_longer_than_255_characters_are_rejected(kind: StoreKind) {
         .post_idempotent("/v1/events", &key, &"k".repeat(255), &body)
         .await;
     assert_eq!(ok.status(), 201);
-    assert_eq!(app.store.count_events(&scope).await.expect("count"), 1);
+    assert_eq!(app.store.events_stored(&scope).await.expect("count"), 1);
 }
 
 for_each_store!(

@@ -4,9 +4,8 @@
 //! elsewhere, straight in the store, is refused within a second: auth.rs;
 //! by the CLI beside a running binary: tests/binaries/admin.rs.)
 
-use std::sync::{Arc, atomic::Ordering};
+use std::sync::atomic::Ordering;
 
-use common::store::layer::Layered;
 use reqwest::Method;
 use serde_json::json;
 use tocsin_tests::{CountCalls, Embedded, Reply, StoreKind, TestApp, TestConfig, for_each_store};
@@ -34,7 +33,7 @@ async fn key_id(app: &TestApp, secret: &str) -> Uuid {
 async fn a_key_is_read_from_the_store_once_for_many_requests(kind: StoreKind) {
     let (counting, lookups) = CountCalls::of(&["find_api_key_by_hash"]);
     let app = TestApp::spawn_wrapped(TestConfig::new(kind), Embedded::default(), move |store| {
-        Arc::new(Layered::new(store, counting))
+        counting.on(store)
     })
     .await;
     let (key, _) = app.new_key().await;

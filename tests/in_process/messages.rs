@@ -4,6 +4,7 @@
 //! names the field meant.
 
 use serde_json::{Value, json};
+use tocsin_tests::stored::StoredEvents as _;
 use tocsin_tests::{Reply, StoreKind, TestApp, for_each_store, path};
 
 /// Posts `body` to `route` and expects a validation failure.
@@ -121,7 +122,7 @@ async fn a_logsnag_shaped_event_names_every_field_meant(kind: StoreKind) {
     ];
     expected.sort();
     assert_eq!(details, expected, "{}", reply.body);
-    assert_eq!(app.store.count_events(&scope).await.expect("count"), 0);
+    assert_eq!(app.store.events_stored(&scope).await.expect("count"), 0);
 }
 
 async fn a_typo_in_a_field_name_names_the_field_meant(kind: StoreKind) {

@@ -16,7 +16,9 @@ use common::store::{
     Event, IdempotencyBegin, IdempotentOutcome, Inserted, Scope, Store, StoreError, StoreResult,
     StoredResponse, mongo::MongoStore,
 };
+use common::store::{EventStore, IdempotencyStore};
 use serde_json::{Value, json};
+use tocsin_tests::stored::StoredEvents as _;
 use tocsin_tests::{
     Embedded, StoreKind, TestApp, TestConfig, pending_event, proxy::Proxy, unique_db_name,
 };
@@ -121,9 +123,9 @@ async fn mongo_concurrent_inserts_share_one_bulk_write() {
     );
     assert_eq!(after.events - before.events, 21, "and the held one");
     assert_eq!(after.channel_upserts - before.channel_upserts, 1);
-    assert_eq!(store.count_events(&scope).await.expect("count"), 20);
+    assert_eq!(store.events_stored(&scope).await.expect("count"), 20);
     assert_eq!(
-        store.list_channels(&scope).await.expect("channels"),
+        store.channel_names(&scope).await.expect("channels"),
         vec!["c".to_owned()]
     );
 }
@@ -173,7 +175,7 @@ async fn mongo_a_duplicate_in_a_batch_gets_the_stored_event_while_its_batch_mate
         assert_eq!(answer.expect("stored"), Inserted::New);
     }
     assert_eq!(
-        store.count_events(&scope).await.expect("count"),
+        store.events_stored(&scope).await.expect("count"),
         1 + 1 + 8,
         "the stored one, one of the two, the eight"
     );
@@ -251,7 +253,7 @@ async fn mongo_one_idempotency_key_twice_in_a_batch_records_one_event_and_its_ou
         }
         other => panic!("one try stores the event, the other finds it: {other:?}"),
     };
-    assert_eq!(store.count_events(&scope).await.expect("count"), 1);
+    assert_eq!(store.events_stored(&scope).await.expect("count"), 1);
     assert_eq!(
         claim(Uuid::now_v7()).await,
         IdempotencyBegin::Replay(winner.1.response.clone()),
@@ -280,13 +282,13 @@ async fn mongo_a_batch_that_fails_as_a_whole_is_unavailable_to_every_caller_and_
         );
     }
     proxy.restore();
-    assert_eq!(store.count_events(&scope).await.expect("count"), 0);
+    assert_eq!(store.events_stored(&scope).await.expect("count"), 0);
     // The writer carries on with the next batch.
     store
         .insert_event(&event(&scope, "after"))
         .await
         .expect("stored");
-    assert_eq!(store.count_events(&scope).await.expect("count"), 1);
+    assert_eq!(store.events_stored(&scope).await.expect("count"), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -310,7 +312,7 @@ async fn mongo_an_insert_whose_caller_gave_up_before_its_batch_is_not_stored() {
         .insert_event(&event(&scope, "waited"))
         .await
         .expect("stored");
-    assert_eq!(store.count_events(&scope).await.expect("count"), 1);
+    assert_eq!(store.events_stored(&scope).await.expect("count"), 1);
     let after = store.group_commit_counts();
     assert_eq!(
         (
@@ -393,7 +395,7 @@ async fn mongo_a_shutdown_with_a_batch_in_flight_answers_every_request_and_loses
     }
     assert!(created > 0, "the requests of the held batch were answered");
     assert_eq!(
-        store.count_events(&scope).await.expect("count"),
+        store.events_stored(&scope).await.expect("count"),
         1 + created,
         "no event stored but those answered 201"
     );

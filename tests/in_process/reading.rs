@@ -7,6 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use common::store::{Event, NotificationState, Scope};
 use serde_json::{Value, json};
+use tocsin_tests::stored::StoredEvents as _;
 use tocsin_tests::{
     Reply, StoreKind, TestApp, TestConfig, eventually, for_each_store, path, pending_event,
 };
@@ -460,7 +461,14 @@ async fn retention_removes_old_settled_events_and_their_deliveries(kind: StoreKi
         max_attempts: 3,
     };
     app.store
-        .claim_delivery(&scope, old[0].id, device.id, &claim)
+        .claim_deliveries(
+            &[common::store::lease::ClaimKey {
+                scope: scope.clone(),
+                event_id: old[0].id,
+                device_id: device.id,
+            }],
+            &claim,
+        )
         .await
         .expect("claim");
 
@@ -468,7 +476,7 @@ async fn retention_removes_old_settled_events_and_their_deliveries(kind: StoreKi
         Duration::from_secs(20),
         "old events to be removed",
         async || {
-            let left = app.store.count_events(&scope).await.expect("count");
+            let left = app.store.events_stored(&scope).await.expect("count");
             (left == 2)
                 .then_some(())
                 .ok_or(format!("{left} events left"))

@@ -9,6 +9,7 @@ use std::{sync::Arc, time::Duration};
 use chrono::Duration as Age;
 use common::store::{ApnsEnvironment, DeviceRegistration, Event, NotificationState, Scope, Store};
 use serde_json::json;
+use tocsin_tests::stored::StoredEvents as _;
 use tocsin_tests::{
     Embedded, Reply, StoreKind, TestApp, TestConfig, eventually, for_each_store, pending_event,
     pipeline::{Pipeline, WAIT, token},
@@ -100,10 +101,12 @@ async fn a_dead_workers_claim_is_retaken_when_its_lease_runs_out(kind: StoreKind
     let event = stranded_event(&scope, NotificationState::Queued, Age::seconds(1));
     store.insert_event(&event).await.expect("inserted");
     store
-        .claim_delivery(
-            &scope,
-            event.id,
-            device,
+        .claim_deliveries(
+            &[common::store::lease::ClaimKey {
+                scope: scope.clone(),
+                event_id: event.id,
+                device_id: device,
+            }],
             &common::store::lease::ClaimRequest {
                 now: common::time::now(),
                 lease: Duration::from_secs(2),
@@ -287,7 +290,7 @@ async fn a_store_timeout_after_the_insert_committed_never_makes_a_duplicate() {
     let first = Reply::of(app.post_idempotent("/v1/events", &key, "once", &body).await).await;
     first.assert_error_envelope(503);
     eventually(WAIT, "the insert to commit", async || {
-        match app.store.count_events(&scope).await {
+        match app.store.events_stored(&scope).await {
             Ok(1) => Ok(()),
             other => Err(format!("{other:?} events")),
         }
@@ -298,7 +301,7 @@ async fn a_store_timeout_after_the_insert_committed_never_makes_a_duplicate() {
 
     let retry = Reply::of(app.post_idempotent("/v1/events", &key, "once", &body).await).await;
     assert_eq!(retry.status, 201, "{}", retry.body);
-    assert_eq!(app.store.count_events(&scope).await.expect("counted"), 1);
+    assert_eq!(app.store.events_stored(&scope).await.expect("counted"), 1);
     let again = Reply::of(app.post_idempotent("/v1/events", &key, "once", &body).await).await;
     assert_eq!(again.status, 201);
     assert_eq!(again.header("x-idempotent-replay"), Some("true"));

@@ -9,6 +9,7 @@ use common::{
 };
 use reqwest::{Method, Response, StatusCode};
 use serde_json::{Value, json};
+use tocsin_tests::stored::StoredEvents as _;
 use tocsin_tests::{
     Reply, StoreKind, TestApp, TestConfig,
     contract::{assert_documented, document},
@@ -168,7 +169,7 @@ async fn a_key_without_a_scope_is_refused_exactly_the_operations_of_that_scope(k
             }
             let events_before = app
                 .store
-                .count_events(&project.scope())
+                .events_stored(&project.scope())
                 .await
                 .expect("count");
             let devices_before = project.device_count(&app).await;
@@ -194,7 +195,7 @@ async fn a_key_without_a_scope_is_refused_exactly_the_operations_of_that_scope(k
             );
             assert_eq!(
                 app.store
-                    .count_events(&project.scope())
+                    .events_stored(&project.scope())
                     .await
                     .expect("count"),
                 events_before,
@@ -261,7 +262,7 @@ async fn a_device_only_key_reads_nothing_however_the_path_is_spelled(kind: Store
     assert!(!posted.is_success(), "POST /v1/%65vents: {posted}");
     assert_eq!(
         app.store
-            .count_events(&project.scope())
+            .events_stored(&project.scope())
             .await
             .expect("count"),
         1

@@ -6,6 +6,7 @@ use std::{sync::Arc, time::Duration};
 use chrono::Duration as Age;
 use common::store::{ApiKey, IdempotencyBegin, KeyScope, Scope, Store, StoredResponse};
 use serde_json::{Map, json};
+use tocsin_tests::stored::StoredEvents as _;
 use tocsin_tests::{StoreKind, TestConfig, for_each_store, pending_event};
 use uuid::Uuid;
 
@@ -309,7 +310,7 @@ async fn an_event_inserted_twice_is_stored_once(kind: StoreKind) {
         store.insert_event(&again).await.expect("answered"),
         Inserted::Existing(Box::new(event))
     );
-    assert_eq!(store.count_events(&s).await.expect("counted"), 1);
+    assert_eq!(store.events_stored(&s).await.expect("counted"), 1);
 }
 
 async fn concurrent_claims_have_exactly_one_winner(kind: StoreKind) {
@@ -384,9 +385,16 @@ async fn deliveries_are_claimed_as_leases_fenced_and_given_up(kind: StoreKind) {
                 max_attempts: 4,
             };
             store
-                .claim_delivery(&s, event, device, &request)
+                .claim_deliveries(
+                    &[common::store::lease::ClaimKey {
+                        scope: s.clone(),
+                        event_id: event,
+                        device_id: device,
+                    }],
+                    &request,
+                )
                 .await
-                .expect("claimed")
+                .expect("claimed")[0]
         }
     };
     let until = now + Age::seconds(60);
@@ -420,14 +428,24 @@ async fn deliveries_are_claimed_as_leases_fenced_and_given_up(kind: StoreKind) {
         lease_until: None,
         updated_at: later,
     };
-    assert!(!store.finish_delivery(&s, &record).await.expect("answered"));
+    assert!(
+        !store
+            .finish_deliveries(&[(s.clone(), record.clone())])
+            .await
+            .expect("answered")[0]
+    );
     // The second records a transient failure: the retry waits for its time.
     let retry_at = later + Age::seconds(5);
     record.state = DeliveryState::Retrying;
     record.attempts = 2;
     record.error = Some("503".into());
     record.lease_until = Some(retry_at);
-    assert!(store.finish_delivery(&s, &record).await.expect("finished"));
+    assert!(
+        store
+            .finish_deliveries(&[(s.clone(), record.clone())])
+            .await
+            .expect("finished")[0]
+    );
     assert_eq!(claim(later).await, DeliveryClaim::Busy { until: retry_at });
     assert!(matches!(
         claim(retry_at).await,
@@ -437,7 +455,12 @@ async fn deliveries_are_claimed_as_leases_fenced_and_given_up(kind: StoreKind) {
     record.attempts = 3;
     record.error = None;
     record.lease_until = None;
-    assert!(store.finish_delivery(&s, &record).await.expect("finished"));
+    assert!(
+        store
+            .finish_deliveries(&[(s.clone(), record.clone())])
+            .await
+            .expect("finished")[0]
+    );
     assert_eq!(
         claim(later + Age::hours(1)).await,
         DeliveryClaim::Settled(DeliveryState::Delivered)
@@ -457,7 +480,7 @@ async fn deliveries_are_claimed_as_leases_fenced_and_given_up(kind: StoreKind) {
             max_attempts: 4,
         };
         assert!(matches!(
-            store.claim_delivery(&s, event, doomed, &request).await.expect("claimed"),
+            store.claim_deliveries(&[common::store::lease::ClaimKey { scope: s.clone(), event_id: event, device_id: doomed }], &request).await.expect("claimed")[0],
             DeliveryClaim::Acquired { attempt: a, .. } if a == attempt
         ));
         at += Age::seconds(61);
@@ -469,16 +492,30 @@ async fn deliveries_are_claimed_as_leases_fenced_and_given_up(kind: StoreKind) {
     };
     assert_eq!(
         store
-            .claim_delivery(&s, event, doomed, &request)
+            .claim_deliveries(
+                &[common::store::lease::ClaimKey {
+                    scope: s.clone(),
+                    event_id: event,
+                    device_id: doomed
+                }],
+                &request
+            )
             .await
-            .expect("claimed"),
+            .expect("claimed")[0],
         DeliveryClaim::GaveUp { attempts: 4 }
     );
     assert_eq!(
         store
-            .claim_delivery(&s, event, doomed, &request)
+            .claim_deliveries(
+                &[common::store::lease::ClaimKey {
+                    scope: s.clone(),
+                    event_id: event,
+                    device_id: doomed
+                }],
+                &request
+            )
             .await
-            .expect("claimed"),
+            .expect("claimed")[0],
         DeliveryClaim::Settled(DeliveryState::Failed)
     );
     assert!(
@@ -550,7 +587,14 @@ async fn an_event_settles_from_its_deliveries_in_one_call(kind: StoreKind) {
     };
     for device in [sent, sending] {
         store
-            .claim_delivery(&s, event.id, device, &request)
+            .claim_deliveries(
+                &[common::store::lease::ClaimKey {
+                    scope: s.clone(),
+                    event_id: event.id,
+                    device_id: device,
+                }],
+                &request,
+            )
             .await
             .expect("claimed");
     }
@@ -567,9 +611,9 @@ async fn an_event_settles_from_its_deliveries_in_one_call(kind: StoreKind) {
     };
     assert!(
         store
-            .finish_delivery(&s, &delivered)
+            .finish_deliveries(&[(s.clone(), delivered.clone())])
             .await
-            .expect("finished")
+            .expect("finished")[0]
     );
 
     // A delivery still being sent to an eligible device keeps it open.
@@ -812,7 +856,7 @@ async fn an_event_inserted_with_its_outcome_makes_the_key_replay_it(kind: StoreK
         .await
         .expect("claimed again");
     assert_eq!(again, IdempotencyBegin::Replay(outcome.response.clone()));
-    assert_eq!(store.count_events(&s).await.expect("count"), 1);
+    assert_eq!(store.events_stored(&s).await.expect("count"), 1);
     // An event already stored keeps its outcome; another is not recorded.
     let other = common::store::IdempotentOutcome {
         key: "k".into(),

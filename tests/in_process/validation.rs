@@ -2,6 +2,7 @@
 //! limits, malformed JSON and wrong content types — and nothing stored.
 
 use serde_json::{Value, json};
+use tocsin_tests::stored::StoredEvents as _;
 use tocsin_tests::{Reply, StoreKind, TestApp, for_each_store, path};
 
 /// Posts an event and expects a 400 that stores nothing.
@@ -11,13 +12,13 @@ async fn rejected(app: &TestApp, key: &str, scope: &common::store::Scope, body: 
     reply.assert_rate_limit_headers();
     assert_eq!(reply.body["error"], json!("validation failed"));
     assert_eq!(
-        app.store.count_events(scope).await.expect("count"),
+        app.store.events_stored(scope).await.expect("count"),
         0,
         "nothing may be stored"
     );
     assert!(
         app.store
-            .list_channels(scope)
+            .channel_names(scope)
             .await
             .expect("channels")
             .is_empty()
@@ -128,7 +129,7 @@ async fn icons_must_be_exactly_one_emoji(kind: StoreKind) {
             r.body
         );
     }
-    assert_eq!(app.store.count_events(&scope).await.expect("count"), 4);
+    assert_eq!(app.store.events_stored(&scope).await.expect("count"), 4);
 }
 
 async fn user_id_may_be_a_string_or_null(kind: StoreKind) {
@@ -157,7 +158,7 @@ async fn user_id_may_be_a_string_or_null(kind: StoreKind) {
         .await;
         assert_eq!(r.fault_paths(), vec![path(&["userId"])]);
     }
-    assert_eq!(app.store.count_events(&scope).await.expect("count"), 2);
+    assert_eq!(app.store.events_stored(&scope).await.expect("count"), 2);
 }
 
 async fn size_limits_are_enforced(kind: StoreKind) {
@@ -240,7 +241,7 @@ async fn a_body_over_the_limit_gets_413(kind: StoreKind) {
     let reply = Reply::of(app.post_event(&key, &body).await).await;
     reply.assert_error_envelope(413);
     reply.assert_rate_limit_headers();
-    assert_eq!(app.store.count_events(&scope).await.expect("count"), 0);
+    assert_eq!(app.store.events_stored(&scope).await.expect("count"), 0);
 }
 
 async fn malformed_json_and_wrong_content_types_get_the_envelope(kind: StoreKind) {
@@ -296,7 +297,7 @@ async fn malformed_json_and_wrong_content_types_get_the_envelope(kind: StoreKind
     )
     .await;
     assert_eq!(charset.status, 201, "{}", charset.body);
-    assert_eq!(app.store.count_events(&scope).await.expect("count"), 1);
+    assert_eq!(app.store.events_stored(&scope).await.expect("count"), 1);
 }
 
 /// A NUL in an object key is valid JSON, and BSON cannot hold it in a key:

@@ -2,14 +2,26 @@
 //! the two implementations behind it: MongoDB for production and an embedded
 //! SQLite file for single-binary use. One contract test suite
 //! (`tests/in_process/store_contract.rs`) runs against both.
+//!
+//! The interface is split by record kind: one trait per kind ([`EventStore`],
+//! [`HistoryStore`], [`DeliveryStore`], [`IdempotencyStore`], [`KeyStore`],
+//! [`AdminStore`], [`TenancyStore`], [`DeviceStore`], [`IdentityStore`]), and
+//! [`Store`], the union of them all, which the services hold as
+//! `Arc<dyn Store>`. Each backend implements each kind's trait in the module
+//! of that kind (`sqlite/events.rs` implements [`EventStore`] for
+//! [`sqlite::SqliteStore`], `mongo/events.rs` for [`mongo::MongoStore`], and
+//! so on), so a store method is written once in its trait and once per
+//! backend. Callers bring the traits into scope with [`prelude`].
+//!
+//! Every call goes through the backend's [`guard`]: the deadline that turns a
+//! store that stops answering into a prompt [`StoreError::Unavailable`], and
+//! an optional [`StoreObserver`] told the name of each method called.
 
 mod admin;
 mod api_key;
-mod by_aggregate;
-mod deadline;
 mod describe;
 mod device;
-pub mod layer;
+pub mod guard;
 pub mod lease;
 mod model;
 pub mod mongo;
@@ -26,8 +38,8 @@ use uuid::Uuid;
 
 pub use self::admin::{Actor, Admin, AuditEntry, AuditTarget};
 pub use self::api_key::{ApiKey, KeyScope};
-use self::deadline::Deadline;
 pub use self::device::{Device, DeviceKind, DeviceRegistration, PushTarget, WebPushSubscription};
+pub use self::guard::StoreObserver;
 pub use self::model::{
     ApnsEnvironment, Bucket, ChannelStats, Delivery, DeliveryClaim, DeliveryState, Event,
     EventFilter, EventPosition, IdempotencyBegin, IdempotentOutcome, Identity, Inserted,
@@ -61,80 +73,54 @@ impl StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// Everything ingest and notifier persist. Every method is scoped: records
-/// written with one [`Scope`] are never visible through another.
+/// Everything ingest and notifier persist: the union of the store's kinds.
+/// Every method is scoped: records written with one [`Scope`] are never
+/// visible through another.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store:
+    EventStore
+    + HistoryStore
+    + DeliveryStore
+    + IdempotencyStore
+    + KeyStore
+    + AdminStore
+    + TenancyStore
+    + DeviceStore
+    + IdentityStore
+    + Send
+    + Sync
+    + 'static
+{
     /// Cheap round trip used by readiness checks.
     async fn ping(&self) -> StoreResult<()>;
+    /// Tells `observer` the name of every store method called from now on
+    /// (a test counts the calls it cares about). A store has one observer:
+    /// false, and nothing changes, when it already has one.
+    fn observe(&self, observer: Arc<dyn StoreObserver>) -> bool;
+}
 
-    /// Stores a new API key (only its hash).
-    async fn insert_api_key(&self, key: &ApiKey) -> StoreResult<()>;
-    /// Finds a key by the hash of its secret, or of the secret its last
-    /// rotation replaced (expired or not: [`ApiKey::accepts`] decides),
-    /// revoked or not.
-    async fn find_api_key_by_hash(&self, hash: &str) -> StoreResult<Option<ApiKey>>;
-    /// One key by id, revoked or not.
-    async fn get_api_key(&self, id: Uuid) -> StoreResult<Option<ApiKey>>;
-    /// All keys, oldest first.
-    async fn list_api_keys(&self) -> StoreResult<Vec<ApiKey>>;
-    /// Marks a key revoked. Returns false when no active key has that id.
-    async fn revoke_api_key(&self, id: Uuid, at: DateTime<Utc>) -> StoreResult<bool>;
-    /// Gives an active key a new secret (`hash`, `prefix`); the secret it
-    /// had keeps working until `previous_expires_at`. Returns false when no
-    /// active key has that id.
-    async fn rotate_api_key(
-        &self,
-        id: Uuid,
-        hash: &str,
-        prefix: &str,
-        previous_expires_at: DateTime<Utc>,
-    ) -> StoreResult<bool>;
-    /// Records when each key was last used (one batch of what ingest kept
-    /// in memory).
-    async fn set_keys_last_used(&self, uses: &[(Uuid, DateTime<Utc>)]) -> StoreResult<()>;
+/// The store's traits, to bring their methods into scope:
+/// `use common::store::prelude::*;`.
+pub mod prelude {
+    pub use super::{
+        AdminStore, DeliveryStore, DeviceStore, EventStore, HistoryStore, IdempotencyStore,
+        IdentityStore, KeyStore, Store, TenancyStore,
+    };
+}
 
-    /// Every organization, by name.
-    async fn list_organizations(&self) -> StoreResult<Vec<Organization>>;
-    /// Stores a new organization, unless its name is another's name or slug.
-    async fn insert_organization(
-        &self,
-        organization: &Organization,
-    ) -> StoreResult<Result<(), NameTaken>>;
-    /// Renames an organization (its slug stays); `Ok(false)` when unknown.
-    async fn rename_organization(
-        &self,
-        id: Uuid,
-        name: &str,
-    ) -> StoreResult<Result<bool, NameTaken>>;
-    /// Every project of every organization, by name.
-    async fn list_projects(&self) -> StoreResult<Vec<Project>>;
-    /// Stores a new project, unless its name is a sibling's name or slug.
-    async fn insert_project(&self, project: &Project) -> StoreResult<Result<(), NameTaken>>;
-    /// Renames a project (its slug stays); `Ok(false)` when unknown.
-    async fn rename_project(&self, id: Uuid, name: &str) -> StoreResult<Result<bool, NameTaken>>;
-
-    /// Stores a new admin token (only its hash).
-    async fn insert_admin(&self, admin: &Admin) -> StoreResult<()>;
-    /// Finds an admin by the hash of its token, revoked or not.
-    async fn find_admin_by_hash(&self, hash: &str) -> StoreResult<Option<Admin>>;
-    /// Every admin, oldest first.
-    async fn list_admins(&self) -> StoreResult<Vec<Admin>>;
-    /// Marks an admin revoked. Returns false when no active admin has that id.
-    async fn revoke_admin(&self, id: Uuid, at: DateTime<Utc>) -> StoreResult<bool>;
-
-    /// Appends an entry to the audit log.
-    async fn insert_audit(&self, entry: &AuditEntry) -> StoreResult<()>;
-    /// The audit log newest first, only entries before `before` (the last
-    /// of the previous page), at most `limit`.
-    async fn list_audit(&self, before: Option<Uuid>, limit: u32) -> StoreResult<Vec<AuditEntry>>;
-
+/// Events and their notification state (the outbox): recording an event (with
+/// its idempotent answer), reading it back by id, and the moves of its
+/// notification the relay and the notifier make.
+///
+/// Each backend implements it in its `events` module.
+#[async_trait]
+pub trait EventStore: Send + Sync {
     /// Stores an event and creates its channel if this is the channel's
     /// first event. An event with this id already stored (a retry of a
     /// request whose first try timed out after writing it) is left as it
     /// is and returned.
     async fn insert_event(&self, event: &Event) -> StoreResult<Inserted>;
-    /// Like [`Store::insert_event`], and records `outcome` as the answer of
+    /// Like [`EventStore::insert_event`], and records `outcome` as the answer of
     /// the idempotent request that creates the event (a claim begun with
     /// the event's id as its resource) in the same write: either both are
     /// stored or neither. An event already stored is returned as it is,
@@ -147,14 +133,57 @@ pub trait Store: Send + Sync + 'static {
     /// One event of the scope, if it exists.
     async fn get_event(&self, scope: &Scope, id: Uuid) -> StoreResult<Option<Event>>;
     /// Many events at once, each by its scope and id: for each, in order,
-    /// what [`Store::get_event`] would answer (one trip to the connection's
+    /// what [`EventStore::get_event`] would answer (one trip to the connection's
     /// thread, or one query).
     async fn get_events(&self, keys: &[(Scope, Uuid)]) -> StoreResult<Vec<Option<Event>>>;
-    /// How many events the scope has.
-    async fn count_events(&self, scope: &Scope) -> StoreResult<u64>;
-    /// Names of the scope's channels, in order of creation.
-    async fn list_channels(&self, scope: &Scope) -> StoreResult<Vec<String>>;
+    /// Moves an event's notification to `to` if it is in one of `from`, and
+    /// sets when the relay should look at it next (`due`). Returns whether
+    /// it moved (a conditional update: a notifier that already finished is
+    /// never overwritten by a late "queued").
+    async fn set_notification_state(
+        &self,
+        scope: &Scope,
+        event_id: Uuid,
+        from: &[NotificationState],
+        to: NotificationState,
+        due: Option<DateTime<Utc>>,
+    ) -> StoreResult<bool>;
+    /// Settles an event's notification from its deliveries: reads them
+    /// and, once [`settled_state`] finds every one that can still happen
+    /// final (`eligible`: the devices that may still get one), moves the
+    /// notification there if it is still pending or queued (conditional,
+    /// as [`EventStore::set_notification_state`]). Returns that state, or `None`
+    /// while a delivery is still open. The embedded store reads and moves
+    /// in one write; MongoDB reads, then updates conditionally.
+    async fn settle_notification(
+        &self,
+        scope: &Scope,
+        event_id: Uuid,
+        eligible: &[Uuid],
+    ) -> StoreResult<Option<NotificationState>>;
+    /// Events of every scope whose notification is in one of `states` and
+    /// due at or before `due_before`, with ids after `after`, in id (so
+    /// creation) order: the outbox relay's work list, read page by page.
+    /// Only unsettled states have one: a settled state in `states` matches
+    /// nothing (the embedded store indexes unsettled events alone).
+    async fn events_due(
+        &self,
+        states: &[NotificationState],
+        due_before: DateTime<Utc>,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>>;
+    /// How many events, across every scope, are in `state` (the outbox
+    /// backlog is the `pending` count).
+    async fn count_in_notification_state(&self, state: NotificationState) -> StoreResult<u64>;
+}
 
+/// The read side: listing, following and counting recorded events (served by
+/// indexes and roll-ups kept as events are written), and retention.
+///
+/// Each backend implements it in its `history` module.
+#[async_trait]
+pub trait HistoryStore: Send + Sync {
     /// The scope's events that match `filter`, newest first, only those
     /// before `before` (the last one of the previous page), at most `limit`.
     async fn list_events(
@@ -193,20 +222,39 @@ pub trait Store: Send + Sync + 'static {
     /// deliveries, oldest first: one bounded step of retention.
     async fn purge_events(&self, recorded_before: DateTime<Utc>, limit: u32)
     -> StoreResult<Purged>;
+}
 
-    /// One identity of the scope, if it was ever identified.
-    async fn get_identity(&self, scope: &Scope, user_id: &str) -> StoreResult<Option<Identity>>;
-    /// Creates or updates an identity: `properties` are merged into the stored
-    /// ones (new keys overwrite) and `aliases` are added as a set union.
-    async fn merge_identity(
+/// Deliveries: the lease a worker claims before it pushes an event to a device,
+/// and the outcome it records while the claim is still its own.
+///
+/// Each backend implements it in its `deliveries` module.
+#[async_trait]
+pub trait DeliveryStore: Send + Sync {
+    /// Claims the delivery of each event to each device before sending it,
+    /// as a lease (the rule of [`lease`], applied atomically per key): for
+    /// each key, in order, its claim. One transaction (SQLite), or one bulk
+    /// insert and a look at the records that already existed (MongoDB).
+    async fn claim_deliveries(
         &self,
-        scope: &Scope,
-        user_id: &str,
-        properties: Map<String, Value>,
-        aliases: Vec<String>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Identity>;
+        keys: &[lease::ClaimKey],
+        request: &lease::ClaimRequest,
+    ) -> StoreResult<Vec<DeliveryClaim>>;
+    /// Records how each claimed delivery went, if the claim numbered
+    /// `delivery.attempts` is still the latest: for each, in order, whether
+    /// it was written (false: the lease ran out and another worker took the
+    /// delivery over; nothing is written). One transaction or one bulk
+    /// write.
+    async fn finish_deliveries(&self, deliveries: &[(Scope, Delivery)]) -> StoreResult<Vec<bool>>;
+    /// Every delivery of an event, by device.
+    async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>>;
+}
 
+/// Idempotency keys: the claim a request makes on its key, and the answer later
+/// retries replay.
+///
+/// Each backend implements it in its `idempotency` module.
+#[async_trait]
+pub trait IdempotencyStore: Send + Sync {
     /// Claims an idempotency key for a request with this fingerprint, or says
     /// why it cannot be claimed. Records older than `ttl` count as absent;
     /// an in-flight claim older than `lock_timeout`, or abandoned, is taken
@@ -232,34 +280,101 @@ pub trait Store: Send + Sync + 'static {
         key: &str,
         response: &StoredResponse,
     ) -> StoreResult<()>;
-    /// Moves an event's notification to `to` if it is in one of `from`, and
-    /// sets when the relay should look at it next (`due`). Returns whether
-    /// it moved (a conditional update: a notifier that already finished is
-    /// never overwritten by a late "queued").
-    async fn set_notification_state(
-        &self,
-        scope: &Scope,
-        event_id: Uuid,
-        from: &[NotificationState],
-        to: NotificationState,
-        due: Option<DateTime<Utc>>,
-    ) -> StoreResult<bool>;
-    /// Events of every scope whose notification is in one of `states` and
-    /// due at or before `due_before`, with ids after `after`, in id (so
-    /// creation) order: the outbox relay's work list, read page by page.
-    /// Only unsettled states have one: a settled state in `states` matches
-    /// nothing (the embedded store indexes unsettled events alone).
-    async fn events_due(
-        &self,
-        states: &[NotificationState],
-        due_before: DateTime<Utc>,
-        after: Option<Uuid>,
-        limit: u32,
-    ) -> StoreResult<Vec<Event>>;
-    /// How many events, across every scope, are in `state` (the outbox
-    /// backlog is the `pending` count).
-    async fn count_in_notification_state(&self, state: NotificationState) -> StoreResult<u64>;
+    /// Forgets a claim whose request wrote nothing (a validation failure),
+    /// so the key can be used again, for another body too.
+    async fn release_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()>;
+    /// Unlocks a claim whose request failed without a known outcome (a
+    /// server error, a store timeout: it may have written): the next retry
+    /// of the same request takes it over at once and reuses the reserved
+    /// resource id; another body with the key is still a mismatch.
+    async fn abandon_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()>;
+}
 
+/// API keys: stored by the hash of their secret, found by it, listed, revoked,
+/// rotated, and when each was last used.
+///
+/// Each backend implements it in its `keys` module.
+#[async_trait]
+pub trait KeyStore: Send + Sync {
+    /// Stores a new API key (only its hash).
+    async fn insert_api_key(&self, key: &ApiKey) -> StoreResult<()>;
+    /// Finds a key by the hash of its secret, or of the secret its last
+    /// rotation replaced (expired or not: [`ApiKey::accepts`] decides),
+    /// revoked or not.
+    async fn find_api_key_by_hash(&self, hash: &str) -> StoreResult<Option<ApiKey>>;
+    /// One key by id, revoked or not.
+    async fn get_api_key(&self, id: Uuid) -> StoreResult<Option<ApiKey>>;
+    /// All keys, oldest first.
+    async fn list_api_keys(&self) -> StoreResult<Vec<ApiKey>>;
+    /// Marks a key revoked. Returns false when no active key has that id.
+    async fn revoke_api_key(&self, id: Uuid, at: DateTime<Utc>) -> StoreResult<bool>;
+    /// Gives an active key a new secret (`hash`, `prefix`); the secret it
+    /// had keeps working until `previous_expires_at`. Returns false when no
+    /// active key has that id.
+    async fn rotate_api_key(
+        &self,
+        id: Uuid,
+        hash: &str,
+        prefix: &str,
+        previous_expires_at: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    /// Records when each key was last used (one batch of what ingest kept
+    /// in memory).
+    async fn set_keys_last_used(&self, uses: &[(Uuid, DateTime<Utc>)]) -> StoreResult<()>;
+}
+
+/// Admin tokens (the credential of the admin API) and the audit log of what
+/// admins did.
+///
+/// Each backend implements it in its `admins` module.
+#[async_trait]
+pub trait AdminStore: Send + Sync {
+    /// Stores a new admin token (only its hash).
+    async fn insert_admin(&self, admin: &Admin) -> StoreResult<()>;
+    /// Finds an admin by the hash of its token, revoked or not.
+    async fn find_admin_by_hash(&self, hash: &str) -> StoreResult<Option<Admin>>;
+    /// Every admin, oldest first.
+    async fn list_admins(&self) -> StoreResult<Vec<Admin>>;
+    /// Marks an admin revoked. Returns false when no active admin has that id.
+    async fn revoke_admin(&self, id: Uuid, at: DateTime<Utc>) -> StoreResult<bool>;
+    /// Appends an entry to the audit log.
+    async fn insert_audit(&self, entry: &AuditEntry) -> StoreResult<()>;
+    /// The audit log newest first, only entries before `before` (the last
+    /// of the previous page), at most `limit`.
+    async fn list_audit(&self, before: Option<Uuid>, limit: u32) -> StoreResult<Vec<AuditEntry>>;
+}
+
+/// Organizations and the projects they own: the tenancy a scope names.
+///
+/// Each backend implements it in its `tenancy` module.
+#[async_trait]
+pub trait TenancyStore: Send + Sync {
+    /// Every organization, by name.
+    async fn list_organizations(&self) -> StoreResult<Vec<Organization>>;
+    /// Stores a new organization, unless its name is another's name or slug.
+    async fn insert_organization(
+        &self,
+        organization: &Organization,
+    ) -> StoreResult<Result<(), NameTaken>>;
+    /// Renames an organization (its slug stays); `Ok(false)` when unknown.
+    async fn rename_organization(
+        &self,
+        id: Uuid,
+        name: &str,
+    ) -> StoreResult<Result<bool, NameTaken>>;
+    /// Every project of every organization, by name.
+    async fn list_projects(&self) -> StoreResult<Vec<Project>>;
+    /// Stores a new project, unless its name is a sibling's name or slug.
+    async fn insert_project(&self, project: &Project) -> StoreResult<Result<(), NameTaken>>;
+    /// Renames a project (its slug stays); `Ok(false)` when unknown.
+    async fn rename_project(&self, id: Uuid, name: &str) -> StoreResult<Result<bool, NameTaken>>;
+}
+
+/// The devices connected to a project, which its alerts are pushed to.
+///
+/// Each backend implements it in its `devices` module.
+#[async_trait]
+pub trait DeviceStore: Send + Sync {
     /// Registers a device, or updates (and reactivates) the scope's device
     /// with the same token. Returns it and whether it is new.
     async fn upsert_device(
@@ -280,62 +395,31 @@ pub trait Store: Send + Sync + 'static {
         reason: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
-
-    /// Claims the delivery of an event to a device before sending it, as a
-    /// lease (the rule of [`lease`], applied atomically).
-    async fn claim_delivery(
-        &self,
-        scope: &Scope,
-        event_id: Uuid,
-        device_id: Uuid,
-        request: &lease::ClaimRequest,
-    ) -> StoreResult<DeliveryClaim>;
-    /// Records how a claimed delivery went, if the claim numbered
-    /// `delivery.attempts` is still the latest (false: the lease ran out and
-    /// another worker took the delivery over; nothing is written).
-    async fn finish_delivery(&self, scope: &Scope, delivery: &Delivery) -> StoreResult<bool>;
-    /// Claims many deliveries at once, in one transaction (SQLite) or one
-    /// bulk insert and a look at the records that already existed
-    /// (MongoDB): for each key, in order, what [`Store::claim_delivery`]
-    /// would answer.
-    async fn claim_deliveries(
-        &self,
-        keys: &[lease::ClaimKey],
-        request: &lease::ClaimRequest,
-    ) -> StoreResult<Vec<DeliveryClaim>>;
-    /// Records many outcomes at once, in one transaction or one bulk
-    /// write: for each, in order, what [`Store::finish_delivery`] would
-    /// answer.
-    async fn finish_deliveries(&self, deliveries: &[(Scope, Delivery)]) -> StoreResult<Vec<bool>>;
-    /// Every delivery of an event, by device.
-    async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>>;
-    /// Settles an event's notification from its deliveries: reads them
-    /// and, once [`settled_state`] finds every one that can still happen
-    /// final (`eligible`: the devices that may still get one), moves the
-    /// notification there if it is still pending or queued (conditional,
-    /// as [`Store::set_notification_state`]). Returns that state, or `None`
-    /// while a delivery is still open. The embedded store reads and moves
-    /// in one write; MongoDB reads, then updates conditionally.
-    async fn settle_notification(
-        &self,
-        scope: &Scope,
-        event_id: Uuid,
-        eligible: &[Uuid],
-    ) -> StoreResult<Option<NotificationState>>;
     /// How many device changes (registered, updated, deleted, deactivated)
     /// went through this store handle since it was opened. A device list
     /// read while this number stays the same is current as far as this
     /// process goes; changes made by other processes are not counted.
     fn device_changes(&self) -> u64;
+}
 
-    /// Forgets a claim whose request wrote nothing (a validation failure),
-    /// so the key can be used again, for another body too.
-    async fn release_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()>;
-    /// Unlocks a claim whose request failed without a known outcome (a
-    /// server error, a store timeout: it may have written): the next retry
-    /// of the same request takes it over at once and reuses the reserved
-    /// resource id; another body with the key is still a mismatch.
-    async fn abandon_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()>;
+/// Identities: the users a project identified, with their properties and
+/// aliases.
+///
+/// Each backend implements it in its `identities` module.
+#[async_trait]
+pub trait IdentityStore: Send + Sync {
+    /// One identity of the scope, if it was ever identified.
+    async fn get_identity(&self, scope: &Scope, user_id: &str) -> StoreResult<Option<Identity>>;
+    /// Creates or updates an identity: `properties` are merged into the stored
+    /// ones (new keys overwrite) and `aliases` are added as a set union.
+    async fn merge_identity(
+        &self,
+        scope: &Scope,
+        user_id: &str,
+        properties: Map<String, Value>,
+        aliases: Vec<String>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Identity>;
 }
 
 /// Where the data lives, chosen from configuration.
@@ -377,19 +461,15 @@ impl SqliteSync {
     }
 }
 
-/// Opens the configured store, prepares it (indexes, tables), and wraps it so
-/// every call has `deadline`.
+/// Opens the configured store and prepares it (indexes, tables); every call
+/// of it fails as unavailable once `deadline` has passed.
 pub async fn open(config: &StoreConfig, deadline: Duration) -> StoreResult<Arc<dyn Store>> {
-    let inner: Arc<dyn Store> = match config {
+    Ok(match config {
         StoreConfig::Mongo { uri, database } => {
             Arc::new(mongo::MongoStore::connect(uri, database, deadline).await?)
         }
         StoreConfig::Sqlite { path, synchronous } => {
-            Arc::new(sqlite::SqliteStore::open_with(path, *synchronous).await?)
+            Arc::new(sqlite::SqliteStore::open_with(path, *synchronous, deadline).await?)
         }
-    };
-    Ok(Arc::new(layer::Layered::new(
-        inner,
-        Deadline::new(deadline),
-    )))
+    })
 }

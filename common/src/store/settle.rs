@@ -1,6 +1,6 @@
 //! When an event's notification is settled by its deliveries: the one rule
 //! the notifier relies on, which each store's
-//! [`Store::settle_notification`](super::Store::settle_notification) applies
+//! [`EventStore::settle_notification`](super::EventStore::settle_notification) applies
 //! where it reads the deliveries (inside its write, for the embedded store).
 
 use uuid::Uuid;

@@ -4,6 +4,7 @@
 //! records while the claim is still its own. A batch of first claims is
 //! one bulk insert, and a batch of outcomes one `update` command.
 
+use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
 
 use mongodb::{
@@ -18,103 +19,179 @@ use super::{
     find_all, is_duplicate_key,
 };
 use crate::store::{
-    Delivery, DeliveryClaim, DeliveryState, Scope, StoreError, StoreResult,
+    Delivery, DeliveryClaim, DeliveryState, DeliveryStore, Scope, StoreError, StoreResult,
     lease::{self, ClaimKey, ClaimRequest, Decision, Held},
 };
 
-pub(super) async fn claim(
-    store: &MongoStore,
-    scope: &Scope,
-    event_id: Uuid,
-    device_id: Uuid,
-    request: &ClaimRequest,
-) -> StoreResult<DeliveryClaim> {
-    let key = ClaimKey {
-        scope: scope.clone(),
-        event_id,
-        device_id,
-    };
-    // Most claims are first claims: try the insert before reading
-    // anything, and read only when a record turns out to exist.
-    claim_one(store, &key, request, false).await
-}
+#[async_trait]
+impl DeliveryStore for MongoStore {
+    /// Most claims of a batch are first claims: one unordered bulk insert
+    /// takes them all, marked as this batch's. When some keys already had a
+    /// record (a duplicate key), the records carrying the mark say which
+    /// inserts went through (a server may not say which failed), and the
+    /// others are claimed one by one, as is a key the batch holds twice.
+    async fn claim_deliveries(
+        &self,
+        keys: &[ClaimKey],
+        request: &ClaimRequest,
+    ) -> StoreResult<Vec<DeliveryClaim>> {
+        self.guard
+            .call("claim_deliveries", async {
+                let first = lease::decide(None, request);
+                let Decision::Take {
+                    attempt,
+                    lease_until,
+                } = first
+                else {
+                    return Err(StoreError::Backend(anyhow::anyhow!(
+                        "the lease rule does not take a delivery without a record"
+                    )));
+                };
+                // Only a key's first place in the batch is inserted.
+                let mut seen = HashSet::new();
+                let firsts: Vec<bool> = keys.iter().map(|key| seen.insert(key)).collect();
+                if seen.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mark = Uuid::new_v4().to_string();
+                let now = date(&request.now);
+                let docs = keys
+                    .iter()
+                    .zip(&firsts)
+                    .filter(|(_, first)| **first)
+                    .map(|(key, _)| {
+                        let mut doc = fresh(key, attempt, date(&lease_until), now);
+                        doc.insert("claimedBy", &mark);
+                        doc
+                    });
+                let mut taken = firsts.clone();
+                if let Err(e) = self.deliveries().insert_many(docs).ordered(false).await {
+                    if !any_duplicate_key(&e) {
+                        return Err(classify(e));
+                    }
+                    let ours = marked(self, keys, "claimedBy", &mark).await?;
+                    for (key, taken) in keys.iter().zip(taken.iter_mut()) {
+                        *taken = *taken && ours.iter().any(|(e, d, _)| same(key, e, d));
+                    }
+                }
+                // Distinct keys are claimed concurrently; the places of a key the
+                // batch holds twice one after the other, in batch order, so its first
+                // place is the one that can take it (and the others find it held), even
+                // when the bulk insert did not write it: a server may stop an unordered
+                // insert at its first error.
+                let mut places: HashMap<&ClaimKey, Vec<usize>> = HashMap::new();
+                for (i, key) in keys.iter().enumerate() {
+                    places.entry(key).or_default().push(i);
+                }
+                let taken = &taken;
+                let claims = places.into_iter().map(|(key, places)| async move {
+                    let mut claims = Vec::with_capacity(places.len());
+                    for i in places {
+                        let claim = if taken[i] {
+                            first.claim()
+                        } else {
+                            claim_one(self, key, request, true).await?
+                        };
+                        claims.push((i, claim));
+                    }
+                    Ok::<_, StoreError>(claims)
+                });
+                let mut claims: Vec<_> = futures::future::try_join_all(claims)
+                    .await?
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                claims.sort_unstable_by_key(|(i, _)| *i);
+                Ok(claims.into_iter().map(|(_, claim)| claim).collect())
+            })
+            .await
+    }
 
-/// Most claims of a batch are first claims: one unordered bulk insert
-/// takes them all, marked as this batch's. When some keys already had a
-/// record (a duplicate key), the records carrying the mark say which
-/// inserts went through (a server may not say which failed), and the
-/// others are claimed one by one, as is a key the batch holds twice.
-pub(super) async fn claim_many(
-    store: &MongoStore,
-    keys: &[ClaimKey],
-    request: &ClaimRequest,
-) -> StoreResult<Vec<DeliveryClaim>> {
-    let first = lease::decide(None, request);
-    let Decision::Take {
-        attempt,
-        lease_until,
-    } = first
-    else {
-        return Err(StoreError::Backend(anyhow::anyhow!(
-            "the lease rule does not take a delivery without a record"
-        )));
-    };
-    // Only a key's first place in the batch is inserted.
-    let mut seen = HashSet::new();
-    let firsts: Vec<bool> = keys.iter().map(|key| seen.insert(key)).collect();
-    if seen.is_empty() {
-        return Ok(Vec::new());
+    /// Every outcome of the batch in one unordered `update` command (one bulk
+    /// write), each conditional on its claim still being the latest. The
+    /// command answers how many matched, not which: when some did not, the
+    /// records are read back, and the ones this batch wrote carry its mark.
+    async fn finish_deliveries(&self, deliveries: &[(Scope, Delivery)]) -> StoreResult<Vec<bool>> {
+        self.guard
+            .call("finish_deliveries", async {
+                if deliveries.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mark = Uuid::new_v4().to_string();
+                let updates: Vec<Document> = deliveries
+                    .iter()
+                    .map(|(scope, delivery)| {
+                        let mut filter = scope_filter(scope);
+                        filter.insert("eventId", delivery.event_id.to_string());
+                        filter.insert("deviceId", delivery.device_id.to_string());
+                        filter.insert("state", DeliveryState::Sending.as_str());
+                        filter.insert("attempts", i64::from(delivery.attempts));
+                        doc! {
+                            "q": filter,
+                            "u": { "$set": {
+                                "state": delivery.state.as_str(),
+                                "error": delivery.error.clone(),
+                                "apnsId": delivery.apns_id.clone(),
+                                "provider": delivery.provider.clone(),
+                                "leaseUntil": delivery.lease_until.as_ref().map(date),
+                                "updatedAt": date(&delivery.updated_at),
+                                "finishedBy": &mark,
+                            }},
+                        }
+                    })
+                    .collect();
+                let reply = self
+                    .db
+                    .run_command(doc! {
+                        "update": self.deliveries().name(),
+                        "updates": updates,
+                        "ordered": false,
+                    })
+                    .await
+                    .map_err(classify)?;
+                if let Ok(errors) = reply.get_array("writeErrors")
+                    && !errors.is_empty()
+                {
+                    return Err(StoreError::Backend(anyhow::anyhow!(
+                        "recording deliveries failed: {errors:?}"
+                    )));
+                }
+                let matched = match reply.get("n") {
+                    Some(Bson::Int32(n)) => i64::from(*n),
+                    Some(Bson::Int64(n)) => *n,
+                    _ => -1,
+                };
+                if usize::try_from(matched).is_ok_and(|n| n == deliveries.len()) {
+                    return Ok(vec![true; deliveries.len()]);
+                }
+                let keys: Vec<ClaimKey> = deliveries
+                    .iter()
+                    .map(|(scope, d)| ClaimKey {
+                        scope: scope.clone(),
+                        event_id: d.event_id,
+                        device_id: d.device_id,
+                    })
+                    .collect();
+                let written = marked(self, &keys, "finishedBy", &mark).await?;
+                Ok(deliveries
+                    .iter()
+                    .map(|(_, d)| {
+                        written.iter().any(|(e, v, attempts)| {
+                            *attempts == i64::from(d.attempts)
+                                && d.event_id.to_string() == *e
+                                && d.device_id.to_string() == *v
+                        })
+                    })
+                    .collect())
+            })
+            .await
     }
-    let mark = Uuid::new_v4().to_string();
-    let now = date(&request.now);
-    let docs = keys
-        .iter()
-        .zip(&firsts)
-        .filter(|(_, first)| **first)
-        .map(|(key, _)| {
-            let mut doc = fresh(key, attempt, date(&lease_until), now);
-            doc.insert("claimedBy", &mark);
-            doc
-        });
-    let mut taken = firsts.clone();
-    if let Err(e) = store.deliveries().insert_many(docs).ordered(false).await {
-        if !any_duplicate_key(&e) {
-            return Err(classify(e));
-        }
-        let ours = marked(store, keys, "claimedBy", &mark).await?;
-        for (key, taken) in keys.iter().zip(taken.iter_mut()) {
-            *taken = *taken && ours.iter().any(|(e, d, _)| same(key, e, d));
-        }
+
+    async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>> {
+        self.guard
+            .call("list_deliveries", of_event(self, scope, event_id))
+            .await
     }
-    // Distinct keys are claimed concurrently; the places of a key the
-    // batch holds twice one after the other, in batch order, so its first
-    // place is the one that can take it (and the others find it held), even
-    // when the bulk insert did not write it: a server may stop an unordered
-    // insert at its first error.
-    let mut places: HashMap<&ClaimKey, Vec<usize>> = HashMap::new();
-    for (i, key) in keys.iter().enumerate() {
-        places.entry(key).or_default().push(i);
-    }
-    let taken = &taken;
-    let claims = places.into_iter().map(|(key, places)| async move {
-        let mut claims = Vec::with_capacity(places.len());
-        for i in places {
-            let claim = if taken[i] {
-                first.claim()
-            } else {
-                claim_one(store, key, request, true).await?
-            };
-            claims.push((i, claim));
-        }
-        Ok::<_, StoreError>(claims)
-    });
-    let mut claims: Vec<_> = futures::future::try_join_all(claims)
-        .await?
-        .into_iter()
-        .flatten()
-        .collect();
-    claims.sort_unstable_by_key(|(i, _)| *i);
-    Ok(claims.into_iter().map(|(_, claim)| claim).collect())
 }
 
 /// Whether a failed write failed (at least in part) on a duplicate key,
@@ -278,95 +355,9 @@ fn as_held(d: &Document) -> StoreResult<Held> {
     })
 }
 
-pub(super) async fn finish(
-    store: &MongoStore,
-    scope: &Scope,
-    delivery: &Delivery,
-) -> StoreResult<bool> {
-    let mut finished = finish_many(store, &[(scope.clone(), delivery.clone())]).await?;
-    Ok(finished.pop().unwrap_or(false))
-}
-
-/// Every outcome of the batch in one unordered `update` command (one bulk
-/// write), each conditional on its claim still being the latest. The
-/// command answers how many matched, not which: when some did not, the
-/// records are read back, and the ones this batch wrote carry its mark.
-pub(super) async fn finish_many(
-    store: &MongoStore,
-    deliveries: &[(Scope, Delivery)],
-) -> StoreResult<Vec<bool>> {
-    if deliveries.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mark = Uuid::new_v4().to_string();
-    let updates: Vec<Document> = deliveries
-        .iter()
-        .map(|(scope, delivery)| {
-            let mut filter = scope_filter(scope);
-            filter.insert("eventId", delivery.event_id.to_string());
-            filter.insert("deviceId", delivery.device_id.to_string());
-            filter.insert("state", DeliveryState::Sending.as_str());
-            filter.insert("attempts", i64::from(delivery.attempts));
-            doc! {
-                "q": filter,
-                "u": { "$set": {
-                    "state": delivery.state.as_str(),
-                    "error": delivery.error.clone(),
-                    "apnsId": delivery.apns_id.clone(),
-                    "provider": delivery.provider.clone(),
-                    "leaseUntil": delivery.lease_until.as_ref().map(date),
-                    "updatedAt": date(&delivery.updated_at),
-                    "finishedBy": &mark,
-                }},
-            }
-        })
-        .collect();
-    let reply = store
-        .db
-        .run_command(doc! {
-            "update": store.deliveries().name(),
-            "updates": updates,
-            "ordered": false,
-        })
-        .await
-        .map_err(classify)?;
-    if let Ok(errors) = reply.get_array("writeErrors")
-        && !errors.is_empty()
-    {
-        return Err(StoreError::Backend(anyhow::anyhow!(
-            "recording deliveries failed: {errors:?}"
-        )));
-    }
-    let matched = match reply.get("n") {
-        Some(Bson::Int32(n)) => i64::from(*n),
-        Some(Bson::Int64(n)) => *n,
-        _ => -1,
-    };
-    if usize::try_from(matched).is_ok_and(|n| n == deliveries.len()) {
-        return Ok(vec![true; deliveries.len()]);
-    }
-    let keys: Vec<ClaimKey> = deliveries
-        .iter()
-        .map(|(scope, d)| ClaimKey {
-            scope: scope.clone(),
-            event_id: d.event_id,
-            device_id: d.device_id,
-        })
-        .collect();
-    let written = marked(store, &keys, "finishedBy", &mark).await?;
-    Ok(deliveries
-        .iter()
-        .map(|(_, d)| {
-            written.iter().any(|(e, v, attempts)| {
-                *attempts == i64::from(d.attempts)
-                    && d.event_id.to_string() == *e
-                    && d.device_id.to_string() == *v
-            })
-        })
-        .collect())
-}
-
-pub(super) async fn list(
+/// Every delivery of an event, by device: `list_deliveries`, and the read
+/// `settle_notification` makes first (within its own call).
+pub(super) async fn of_event(
     store: &MongoStore,
     scope: &Scope,
     event_id: Uuid,

@@ -5,6 +5,7 @@
 //! used (plain finds, `$group` with `$sum`/`$first`, `$in` deletes), so the
 //! same code is tested there and runs on MongoDB.
 
+use async_trait::async_trait;
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
@@ -17,82 +18,238 @@ use super::{
     find_all,
 };
 use crate::store::{
-    Bucket, ChannelStats, Event, EventFilter, EventPosition, NotificationState, Purged, Scope,
-    StoreResult,
+    Bucket, ChannelStats, Event, EventFilter, EventPosition, HistoryStore, NotificationState,
+    Purged, Scope, StoreResult,
 };
 
-pub(super) async fn list(
-    store: &MongoStore,
-    scope: &Scope,
-    filter: &EventFilter,
-    before: Option<EventPosition>,
-    limit: u32,
-) -> StoreResult<Vec<Event>> {
-    let mut query = scope_filter(scope);
-    if let Some(channel) = &filter.channel {
-        query.insert("channelName", channel);
+#[async_trait]
+impl HistoryStore for MongoStore {
+    async fn list_events(
+        &self,
+        scope: &Scope,
+        filter: &EventFilter,
+        before: Option<EventPosition>,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>> {
+        self.guard
+            .call("list_events", async {
+                let mut query = scope_filter(scope);
+                if let Some(channel) = &filter.channel {
+                    query.insert("channelName", channel);
+                }
+                if let Some(tag) = &filter.tag {
+                    // An array field equal to a value matches when any element does.
+                    query.insert("tags", tag);
+                }
+                if let Some(user_id) = &filter.user_id {
+                    query.insert("userId", user_id);
+                }
+                let mut all_of = Vec::new();
+                if let Some(text) = &filter.text {
+                    let pattern = doc! { "$regex": escape_regex(text), "$options": "i" };
+                    all_of.push(doc! { "$or": [
+                        { "title": pattern.clone() },
+                        { "description": pattern },
+                    ]});
+                }
+                let mut recorded = Document::new();
+                if let Some(since) = filter.since {
+                    recorded.insert("$gte", date(&since));
+                }
+                if let Some(until) = filter.until {
+                    recorded.insert("$lt", date(&until));
+                }
+                if !recorded.is_empty() {
+                    query.insert("createdAt", recorded);
+                }
+                if let Some(before) = before {
+                    all_of.push(beyond(before, "$lt"));
+                }
+                if !all_of.is_empty() {
+                    query.insert("$and", all_of);
+                }
+                let docs = find_all(
+                    &self.events(),
+                    query,
+                    doc! { "createdAt": -1, "_id": -1 },
+                    Some(i64::from(limit)),
+                )
+                .await?;
+                docs.iter().map(event_from_doc).collect()
+            })
+            .await
     }
-    if let Some(tag) = &filter.tag {
-        // An array field equal to a value matches when any element does.
-        query.insert("tags", tag);
-    }
-    if let Some(user_id) = &filter.user_id {
-        query.insert("userId", user_id);
-    }
-    let mut all_of = Vec::new();
-    if let Some(text) = &filter.text {
-        let pattern = doc! { "$regex": escape_regex(text), "$options": "i" };
-        all_of.push(doc! { "$or": [
-            { "title": pattern.clone() },
-            { "description": pattern },
-        ]});
-    }
-    let mut recorded = Document::new();
-    if let Some(since) = filter.since {
-        recorded.insert("$gte", date(&since));
-    }
-    if let Some(until) = filter.until {
-        recorded.insert("$lt", date(&until));
-    }
-    if !recorded.is_empty() {
-        query.insert("createdAt", recorded);
-    }
-    if let Some(before) = before {
-        all_of.push(beyond(before, "$lt"));
-    }
-    if !all_of.is_empty() {
-        query.insert("$and", all_of);
-    }
-    let docs = find_all(
-        &store.events(),
-        query,
-        doc! { "createdAt": -1, "_id": -1 },
-        Some(i64::from(limit)),
-    )
-    .await?;
-    docs.iter().map(event_from_doc).collect()
-}
 
-pub(super) async fn after(
-    store: &MongoStore,
-    scope: Option<&Scope>,
-    channel: Option<&str>,
-    after: EventPosition,
-    limit: u32,
-) -> StoreResult<Vec<Event>> {
-    let mut query = scope.map(scope_filter).unwrap_or_default();
-    if let Some(channel) = channel {
-        query.insert("channelName", channel);
+    async fn events_after(
+        &self,
+        scope: Option<&Scope>,
+        channel: Option<&str>,
+        after: EventPosition,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>> {
+        self.guard
+            .call("events_after", async {
+                let mut query = scope.map(scope_filter).unwrap_or_default();
+                if let Some(channel) = channel {
+                    query.insert("channelName", channel);
+                }
+                query.insert("$and", vec![beyond(after, "$gt")]);
+                let docs = find_all(
+                    &self.events(),
+                    query,
+                    doc! { "createdAt": 1, "_id": 1 },
+                    Some(i64::from(limit)),
+                )
+                .await?;
+                docs.iter().map(event_from_doc).collect()
+            })
+            .await
     }
-    query.insert("$and", vec![beyond(after, "$gt")]);
-    let docs = find_all(
-        &store.events(),
-        query,
-        doc! { "createdAt": 1, "_id": 1 },
-        Some(i64::from(limit)),
-    )
-    .await?;
-    docs.iter().map(event_from_doc).collect()
+
+    async fn channel_stats(&self, scope: &Scope) -> StoreResult<Vec<ChannelStats>> {
+        self.guard
+            .call("channel_stats", async {
+                let counted: Vec<Document> = self
+                    .events()
+                    .aggregate([
+                        doc! { "$match": scope_filter(scope) },
+                        doc! { "$sort": { "createdAt": -1 } },
+                        doc! { "$group": {
+                            "_id": "$channelName",
+                            "count": { "$sum": 1 },
+                            "last": { "$first": "$createdAt" },
+                        }},
+                    ])
+                    .await
+                    .map_err(classify)?
+                    .try_collect()
+                    .await
+                    .map_err(classify)?;
+                let mut stats = BTreeMap::new();
+                for d in &counted {
+                    let parse = || -> anyhow::Result<ChannelStats> {
+                        Ok(ChannelStats {
+                            name: d.get_str("_id")?.to_owned(),
+                            event_count: count_of(d.get("count"))?,
+                            last_event_at: Some(d.get_datetime("last")?.to_chrono()),
+                        })
+                    };
+                    let channel = parse().map_err(|e| corrupt("channel count", e))?;
+                    stats.insert(channel.name.clone(), channel);
+                }
+                // Channels whose every event retention removed are still channels.
+                let channels = find_all(
+                    &self.channels(),
+                    scope_filter(scope),
+                    doc! { "name": 1 },
+                    None,
+                )
+                .await?;
+                for d in &channels {
+                    if let Ok(name) = d.get_str("name") {
+                        stats
+                            .entry(name.to_owned())
+                            .or_insert_with(|| ChannelStats {
+                                name: name.to_owned(),
+                                event_count: 0,
+                                last_event_at: None,
+                            });
+                    }
+                }
+                let mut stats: Vec<ChannelStats> = stats.into_values().collect();
+                stats.sort_by(|a, b| {
+                    (b.last_event_at.is_some(), b.last_event_at)
+                        .cmp(&(a.last_event_at.is_some(), a.last_event_at))
+                        .then_with(|| a.name.cmp(&b.name))
+                });
+                Ok(stats)
+            })
+            .await
+    }
+
+    async fn count_events_per_bucket(
+        &self,
+        scope: &Scope,
+        channel: Option<&str>,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        bucket: Bucket,
+    ) -> StoreResult<Vec<(DateTime<Utc>, u64)>> {
+        self.guard
+            .call("count_events_per_bucket", async {
+                let mut query = scope_filter(scope);
+                if let Some(channel) = channel {
+                    query.insert("channelName", channel);
+                }
+                query.insert(
+                    "createdAt",
+                    doc! { "$gte": date(&since), "$lt": date(&until) },
+                );
+                // Counted here from the times alone, streamed: grouping by a computed
+                // date ($dateTrunc) is what MongoDB would do, but the test server does
+                // not evaluate date expressions, and one code path must serve both.
+                let mut cursor = self
+                    .events()
+                    .find(query)
+                    .projection(doc! { "createdAt": 1, "_id": 0 })
+                    .await
+                    .map_err(classify)?;
+                let mut counts = BTreeMap::new();
+                while let Some(d) = cursor.try_next().await.map_err(classify)? {
+                    let at = d
+                        .get_datetime("createdAt")
+                        .map_err(|e| corrupt("event", e))?
+                        .to_chrono();
+                    *counts.entry(bucket.floor(at)).or_insert(0) += 1;
+                }
+                Ok(counts.into_iter().collect())
+            })
+            .await
+    }
+
+    async fn purge_events(
+        &self,
+        recorded_before: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Purged> {
+        self.guard
+            .call("purge_events", async {
+                let oldest = find_all(
+                    &self.events(),
+                    doc! {
+                        "createdAt": { "$lt": date(&recorded_before) },
+                        "notification": { "$in": state_names(&NotificationState::SETTLED) },
+                    },
+                    doc! { "createdAt": 1, "_id": 1 },
+                    Some(i64::from(limit)),
+                )
+                .await?;
+                let ids: Vec<&str> = oldest
+                    .iter()
+                    .filter_map(|d| d.get_str("_id").ok())
+                    .collect();
+                if ids.is_empty() {
+                    return Ok(Purged::default());
+                }
+                // Deliveries first: a crash in between leaves events without their
+                // deliveries, which the next pass removes, never deliveries without
+                // their event.
+                let deliveries = self
+                    .deliveries()
+                    .delete_many(doc! { "eventId": { "$in": &ids } })
+                    .await
+                    .map_err(classify)?
+                    .deleted_count;
+                let events = self
+                    .events()
+                    .delete_many(doc! { "_id": { "$in": &ids } })
+                    .await
+                    .map_err(classify)?
+                    .deleted_count;
+                Ok(Purged { events, deliveries })
+            })
+            .await
+    }
 }
 
 /// Events on the `op` (`$lt` or `$gt`) side of `position` in recording order.
@@ -118,66 +275,6 @@ fn escape_regex(text: &str) -> String {
     escaped
 }
 
-pub(super) async fn channel_stats(
-    store: &MongoStore,
-    scope: &Scope,
-) -> StoreResult<Vec<ChannelStats>> {
-    let counted: Vec<Document> = store
-        .events()
-        .aggregate([
-            doc! { "$match": scope_filter(scope) },
-            doc! { "$sort": { "createdAt": -1 } },
-            doc! { "$group": {
-                "_id": "$channelName",
-                "count": { "$sum": 1 },
-                "last": { "$first": "$createdAt" },
-            }},
-        ])
-        .await
-        .map_err(classify)?
-        .try_collect()
-        .await
-        .map_err(classify)?;
-    let mut stats = BTreeMap::new();
-    for d in &counted {
-        let parse = || -> anyhow::Result<ChannelStats> {
-            Ok(ChannelStats {
-                name: d.get_str("_id")?.to_owned(),
-                event_count: count_of(d.get("count"))?,
-                last_event_at: Some(d.get_datetime("last")?.to_chrono()),
-            })
-        };
-        let channel = parse().map_err(|e| corrupt("channel count", e))?;
-        stats.insert(channel.name.clone(), channel);
-    }
-    // Channels whose every event retention removed are still channels.
-    let channels = find_all(
-        &store.channels(),
-        scope_filter(scope),
-        doc! { "name": 1 },
-        None,
-    )
-    .await?;
-    for d in &channels {
-        if let Ok(name) = d.get_str("name") {
-            stats
-                .entry(name.to_owned())
-                .or_insert_with(|| ChannelStats {
-                    name: name.to_owned(),
-                    event_count: 0,
-                    last_event_at: None,
-                });
-        }
-    }
-    let mut stats: Vec<ChannelStats> = stats.into_values().collect();
-    stats.sort_by(|a, b| {
-        (b.last_event_at.is_some(), b.last_event_at)
-            .cmp(&(a.last_event_at.is_some(), a.last_event_at))
-            .then_with(|| a.name.cmp(&b.name))
-    });
-    Ok(stats)
-}
-
 /// A `$sum` result: an int32 or int64 depending on the server.
 fn count_of(value: Option<&Bson>) -> anyhow::Result<u64> {
     match value {
@@ -186,80 +283,4 @@ fn count_of(value: Option<&Bson>) -> anyhow::Result<u64> {
         Some(Bson::Double(n)) if *n >= 0.0 => Ok(*n as u64),
         other => anyhow::bail!("not a count: {other:?}"),
     }
-}
-
-pub(super) async fn count_per_bucket(
-    store: &MongoStore,
-    scope: &Scope,
-    channel: Option<&str>,
-    since: DateTime<Utc>,
-    until: DateTime<Utc>,
-    bucket: Bucket,
-) -> StoreResult<Vec<(DateTime<Utc>, u64)>> {
-    let mut query = scope_filter(scope);
-    if let Some(channel) = channel {
-        query.insert("channelName", channel);
-    }
-    query.insert(
-        "createdAt",
-        doc! { "$gte": date(&since), "$lt": date(&until) },
-    );
-    // Counted here from the times alone, streamed: grouping by a computed
-    // date ($dateTrunc) is what MongoDB would do, but the test server does
-    // not evaluate date expressions, and one code path must serve both.
-    let mut cursor = store
-        .events()
-        .find(query)
-        .projection(doc! { "createdAt": 1, "_id": 0 })
-        .await
-        .map_err(classify)?;
-    let mut counts = BTreeMap::new();
-    while let Some(d) = cursor.try_next().await.map_err(classify)? {
-        let at = d
-            .get_datetime("createdAt")
-            .map_err(|e| corrupt("event", e))?
-            .to_chrono();
-        *counts.entry(bucket.floor(at)).or_insert(0) += 1;
-    }
-    Ok(counts.into_iter().collect())
-}
-
-pub(super) async fn purge(
-    store: &MongoStore,
-    recorded_before: DateTime<Utc>,
-    limit: u32,
-) -> StoreResult<Purged> {
-    let oldest = find_all(
-        &store.events(),
-        doc! {
-            "createdAt": { "$lt": date(&recorded_before) },
-            "notification": { "$in": state_names(&NotificationState::SETTLED) },
-        },
-        doc! { "createdAt": 1, "_id": 1 },
-        Some(i64::from(limit)),
-    )
-    .await?;
-    let ids: Vec<&str> = oldest
-        .iter()
-        .filter_map(|d| d.get_str("_id").ok())
-        .collect();
-    if ids.is_empty() {
-        return Ok(Purged::default());
-    }
-    // Deliveries first: a crash in between leaves events without their
-    // deliveries, which the next pass removes, never deliveries without
-    // their event.
-    let deliveries = store
-        .deliveries()
-        .delete_many(doc! { "eventId": { "$in": &ids } })
-        .await
-        .map_err(classify)?
-        .deleted_count;
-    let events = store
-        .events()
-        .delete_many(doc! { "_id": { "$in": &ids } })
-        .await
-        .map_err(classify)?
-        .deleted_count;
-    Ok(Purged { events, deliveries })
 }

@@ -5,6 +5,7 @@
 //! TTL index, and are also checked for age here because the TTL monitor
 //! runs only once a minute.
 
+use async_trait::async_trait;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -20,112 +21,161 @@ use super::{
     is_duplicate_key,
 };
 use crate::store::{
-    IdempotencyBegin, IdempotentOutcome, Scope, StoreError, StoreResult, StoredResponse,
+    IdempotencyBegin, IdempotencyStore, IdempotentOutcome, Scope, StoreError, StoreResult,
+    StoredResponse,
 };
 
 // The trait's arguments, plus the store.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn begin(
-    store: &MongoStore,
-    scope: &Scope,
-    key: &str,
-    fingerprint: &str,
-    resource: Uuid,
-    now: DateTime<Utc>,
-    ttl: Duration,
-    lock_timeout: Duration,
-) -> StoreResult<IdempotencyBegin> {
-    let mut id = scope_filter(scope);
-    id.insert("key", key);
-    let expired_before = now - ttl;
-    let stale_before = now - lock_timeout;
-    let mut fresh = id.clone();
-    fresh.insert("fingerprint", fingerprint);
-    fresh.insert("status", Bson::Null);
-    fresh.insert("createdAt", date(&now));
-    fresh.insert("lockedAt", date(&now));
-    fresh.insert("resourceId", resource.to_string());
-    for _ in 0..MAX_ATTEMPTS {
-        match store.idempotency().insert_one(fresh.clone()).await {
-            Ok(_) => return Ok(IdempotencyBegin::Started { resource }),
-            Err(e) if !is_duplicate_key(&e) => return Err(classify(e)),
-            Err(_) => {}
-        }
-        let Some(existing) = store
-            .idempotency()
-            .find_one(id.clone())
+#[async_trait]
+impl IdempotencyStore for MongoStore {
+    #[allow(clippy::too_many_arguments)]
+    async fn begin_idempotent(
+        &self,
+        scope: &Scope,
+        key: &str,
+        fingerprint: &str,
+        resource: Uuid,
+        now: DateTime<Utc>,
+        ttl: Duration,
+        lock_timeout: Duration,
+    ) -> StoreResult<IdempotencyBegin> {
+        self.guard
+            .call("begin_idempotent", async {
+                let mut id = scope_filter(scope);
+                id.insert("key", key);
+                let expired_before = now - ttl;
+                let stale_before = now - lock_timeout;
+                let mut fresh = id.clone();
+                fresh.insert("fingerprint", fingerprint);
+                fresh.insert("status", Bson::Null);
+                fresh.insert("createdAt", date(&now));
+                fresh.insert("lockedAt", date(&now));
+                fresh.insert("resourceId", resource.to_string());
+                for _ in 0..MAX_ATTEMPTS {
+                    match self.idempotency().insert_one(fresh.clone()).await {
+                        Ok(_) => return Ok(IdempotencyBegin::Started { resource }),
+                        Err(e) if !is_duplicate_key(&e) => return Err(classify(e)),
+                        Err(_) => {}
+                    }
+                    let Some(existing) = self
+                        .idempotency()
+                        .find_one(id.clone())
+                        .await
+                        .map_err(classify)?
+                    else {
+                        continue; // removed between our insert and read: try again
+                    };
+                    let created = existing
+                        .get_datetime("createdAt")
+                        .map_err(|e| corrupt("idempotency", e))?
+                        .to_chrono();
+                    let locked = existing
+                        .get_datetime("lockedAt")
+                        .map_err(|e| corrupt("idempotency", e))?
+                        .to_chrono();
+                    // The TTL monitor runs only once a minute: an expired record is
+                    // replaced here rather than trusted.
+                    if created < expired_before {
+                        let mut guard = id.clone();
+                        guard.insert("createdAt", date(&created));
+                        let replaced = self
+                            .idempotency()
+                            .replace_one(guard, fresh.clone())
+                            .await
+                            .map_err(classify)?;
+                        if replaced.matched_count == 1 {
+                            return Ok(IdempotencyBegin::Started { resource });
+                        }
+                        continue;
+                    }
+                    if existing.get_str("fingerprint").ok() != Some(fingerprint) {
+                        return Ok(IdempotencyBegin::Mismatch);
+                    }
+                    if existing.get_i32("status").is_ok() {
+                        return Ok(IdempotencyBegin::Replay(stored_response(&existing)?));
+                    }
+                    if locked < stale_before {
+                        // Taken over: the id reserved by the first try stays, so
+                        // what it may have written is found, not doubled.
+                        let reserved = existing
+                            .get_str("resourceId")
+                            .ok()
+                            .and_then(|r| Uuid::parse_str(r).ok())
+                            .unwrap_or(resource);
+                        // The first try stored its event with the outcome in it, and
+                        // only the copy here was lost: that outcome is the answer.
+                        if let Some(response) = outcome_in_event(self, scope, key, reserved).await?
+                        {
+                            self.complete_idempotent(scope, key, &response).await?;
+                            return Ok(IdempotencyBegin::Replay(response));
+                        }
+                        let mut guard = id.clone();
+                        guard.insert("lockedAt", date(&locked));
+                        guard.insert("status", Bson::Null);
+                        let taken = self
+                            .idempotency()
+                            .update_one(
+                                guard,
+                                doc! { "$set": {
+                                    "lockedAt": date(&now),
+                                    "resourceId": reserved.to_string(),
+                                }},
+                            )
+                            .await
+                            .map_err(classify)?;
+                        if taken.matched_count == 1 {
+                            return Ok(IdempotencyBegin::Started { resource: reserved });
+                        }
+                        continue;
+                    }
+                    return Ok(IdempotencyBegin::InFlight);
+                }
+                Err(StoreError::unavailable(format!(
+                    "idempotency key {key} is contended; try again"
+                )))
+            })
             .await
-            .map_err(classify)?
-        else {
-            continue; // removed between our insert and read: try again
-        };
-        let created = existing
-            .get_datetime("createdAt")
-            .map_err(|e| corrupt("idempotency", e))?
-            .to_chrono();
-        let locked = existing
-            .get_datetime("lockedAt")
-            .map_err(|e| corrupt("idempotency", e))?
-            .to_chrono();
-        // The TTL monitor runs only once a minute: an expired record is
-        // replaced here rather than trusted.
-        if created < expired_before {
-            let mut guard = id.clone();
-            guard.insert("createdAt", date(&created));
-            let replaced = store
-                .idempotency()
-                .replace_one(guard, fresh.clone())
-                .await
-                .map_err(classify)?;
-            if replaced.matched_count == 1 {
-                return Ok(IdempotencyBegin::Started { resource });
-            }
-            continue;
-        }
-        if existing.get_str("fingerprint").ok() != Some(fingerprint) {
-            return Ok(IdempotencyBegin::Mismatch);
-        }
-        if existing.get_i32("status").is_ok() {
-            return Ok(IdempotencyBegin::Replay(stored_response(&existing)?));
-        }
-        if locked < stale_before {
-            // Taken over: the id reserved by the first try stays, so
-            // what it may have written is found, not doubled.
-            let reserved = existing
-                .get_str("resourceId")
-                .ok()
-                .and_then(|r| Uuid::parse_str(r).ok())
-                .unwrap_or(resource);
-            // The first try stored its event with the outcome in it, and
-            // only the copy here was lost: that outcome is the answer.
-            if let Some(response) = outcome_in_event(store, scope, key, reserved).await? {
-                complete(store, scope, key, &response).await?;
-                return Ok(IdempotencyBegin::Replay(response));
-            }
-            let mut guard = id.clone();
-            guard.insert("lockedAt", date(&locked));
-            guard.insert("status", Bson::Null);
-            let taken = store
-                .idempotency()
-                .update_one(
-                    guard,
-                    doc! { "$set": {
-                        "lockedAt": date(&now),
-                        "resourceId": reserved.to_string(),
-                    }},
-                )
-                .await
-                .map_err(classify)?;
-            if taken.matched_count == 1 {
-                return Ok(IdempotencyBegin::Started { resource: reserved });
-            }
-            continue;
-        }
-        return Ok(IdempotencyBegin::InFlight);
     }
-    Err(StoreError::unavailable(format!(
-        "idempotency key {key} is contended; try again"
-    )))
+
+    async fn complete_idempotent(
+        &self,
+        scope: &Scope,
+        key: &str,
+        response: &StoredResponse,
+    ) -> StoreResult<()> {
+        self.guard
+            .call("complete_idempotent", async {
+                complete_in(&self.idempotency(), scope, key, response).await
+            })
+            .await
+    }
+
+    async fn release_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()> {
+        self.guard
+            .call("release_idempotent", async {
+                self.idempotency()
+                    .delete_one(open_claim(scope, key))
+                    .await
+                    .map_err(classify)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn abandon_idempotent(&self, scope: &Scope, key: &str) -> StoreResult<()> {
+        self.guard
+            .call("abandon_idempotent", async {
+                self.idempotency()
+                    .update_one(
+                        open_claim(scope, key),
+                        doc! { "$set": { "lockedAt": bson::DateTime::from_millis(0) } },
+                    )
+                    .await
+                    .map_err(classify)?;
+                Ok(())
+            })
+            .await
+    }
 }
 
 /// The field of an event document that keeps the outcome of the
@@ -180,15 +230,6 @@ fn stored_response(record: &bson::Document) -> StoreResult<StoredResponse> {
     })
 }
 
-pub(super) async fn complete(
-    store: &MongoStore,
-    scope: &Scope,
-    key: &str,
-    response: &StoredResponse,
-) -> StoreResult<()> {
-    complete_in(&store.idempotency(), scope, key, response).await
-}
-
 /// [`complete`] on the idempotency collection, for the group-commit
 /// writer, which has the collection but not the store.
 pub(super) async fn complete_in(
@@ -207,27 +248,6 @@ pub(super) async fn complete_in(
                 "contentType": &response.content_type,
                 "body": bson::Binary { subtype: BinarySubtype::Generic, bytes: response.body.clone() },
             }},
-        )
-        .await
-        .map_err(classify)?;
-    Ok(())
-}
-
-pub(super) async fn release(store: &MongoStore, scope: &Scope, key: &str) -> StoreResult<()> {
-    store
-        .idempotency()
-        .delete_one(open_claim(scope, key))
-        .await
-        .map_err(classify)?;
-    Ok(())
-}
-
-pub(super) async fn abandon(store: &MongoStore, scope: &Scope, key: &str) -> StoreResult<()> {
-    store
-        .idempotency()
-        .update_one(
-            open_claim(scope, key),
-            doc! { "$set": { "lockedAt": bson::DateTime::from_millis(0) } },
         )
         .await
         .map_err(classify)?;

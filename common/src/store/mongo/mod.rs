@@ -4,11 +4,25 @@
 //! conditional updates), never on multi-document transactions, so it runs on
 //! any MongoDB deployment and on the MongoDB-compatible test server.
 //!
-//! This module owns the connection, the indexes and the sorting of driver
-//! errors; `codec` turns records into documents and back; each aggregate
-//! has its module (`keys`, `events`, `history`, `identities`, `idempotency`,
-//! `devices`, `deliveries`, `tenancy`, `admins`), and `Store` is implemented
-//! by calling them (the table is in `super::by_aggregate`). Event inserts
+//! This module owns the connection, the indexes, the sorting of driver
+//! errors, and `Store` itself (`ping`). `codec` turns records into documents
+//! and back. Each record kind implements its trait in its own module:
+//!
+//! | trait | module |
+//! |---|---|
+//! | `EventStore` | `events` |
+//! | `HistoryStore` | `history` |
+//! | `DeliveryStore` | `deliveries` |
+//! | `IdempotencyStore` | `idempotency` |
+//! | `KeyStore` | `keys` |
+//! | `AdminStore` | `admins` |
+//! | `TenancyStore` | `tenancy` |
+//! | `DeviceStore` | `devices` |
+//! | `IdentityStore` | `identities` |
+//!
+//! The driver is awaited in many places (cursors included), so each method
+//! runs its body through the store's deadline and observer as one call
+//! (`self.guard.call(name, async { ... })`, `super::guard`). Event inserts
 //! go through `group_commit`, which sends the inserts of concurrent
 //! requests as one bulk write (`bulk_insert`).
 
@@ -27,8 +41,9 @@ mod tenancy;
 
 pub use group_commit::GroupCommitCounts;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
+use async_trait::async_trait;
 use futures::TryStreamExt;
 use mongodb::{
     Client, Collection, IndexModel,
@@ -37,7 +52,7 @@ use mongodb::{
     options::{ClientOptions, IndexOptions},
 };
 
-use super::{StoreError, StoreResult, by_aggregate::impl_store_by_aggregate};
+use super::{Store, StoreError, StoreObserver, StoreResult, guard::Guard};
 
 /// MongoDB's duplicate key error code.
 const DUPLICATE_KEY: i32 = 11000;
@@ -52,14 +67,17 @@ const IDEMPOTENCY: &str = "idempotency";
 
 pub struct MongoStore {
     db: mongodb::Database,
-    /// Device changes made through this handle (`Store::device_changes`).
+    /// Device changes made through this handle (`DeviceStore::device_changes`).
     device_changes: std::sync::atomic::AtomicU64,
     /// The group-commit writer of event inserts.
     writer: group_commit::Writer,
+    /// The deadline of every call, and its observer.
+    guard: Guard,
 }
 
 impl MongoStore {
     /// Connects, and creates every index the store relies on (idempotent).
+    /// Every call fails as unavailable once `deadline` has passed.
     pub async fn connect(uri: &str, database: &str, deadline: Duration) -> StoreResult<Self> {
         let mut options = ClientOptions::parse(uri).await.map_err(|e| {
             StoreError::Unavailable(anyhow::Error::new(e).context("invalid MongoDB URI"))
@@ -78,6 +96,7 @@ impl MongoStore {
             db,
             device_changes: Default::default(),
             writer,
+            guard: Guard::new(Some(deadline)),
         };
         store.create_indexes().await?;
         store.adopt_scopes().await?;
@@ -219,15 +238,23 @@ impl MongoStore {
     }
 }
 
-impl_store_by_aggregate!(MongoStore);
+#[async_trait]
+impl Store for MongoStore {
+    async fn ping(&self) -> StoreResult<()> {
+        self.guard
+            .call("ping", async {
+                self.db
+                    .run_command(doc! { "ping": 1 })
+                    .await
+                    .map_err(classify)?;
+                Ok(())
+            })
+            .await
+    }
 
-async fn round_trip(store: &MongoStore) -> StoreResult<()> {
-    store
-        .db
-        .run_command(doc! { "ping": 1 })
-        .await
-        .map_err(classify)?;
-    Ok(())
+    fn observe(&self, observer: Arc<dyn StoreObserver>) -> bool {
+        self.guard.observe(observer)
+    }
 }
 
 /// Sorts driver errors into "cannot reach the store" and everything else.

@@ -3,6 +3,7 @@
 //! indexes on name and slug (within the parent) settle races; the look
 //! before writing only chooses the message.
 
+use async_trait::async_trait;
 use mongodb::bson::{Document, doc};
 use uuid::Uuid;
 
@@ -11,7 +12,7 @@ use super::{
     codec::{corrupt, date},
     find_all, is_duplicate_key,
 };
-use crate::store::{NameTaken, Organization, Project, StoreResult};
+use crate::store::{NameTaken, Organization, Project, StoreResult, TenancyStore};
 
 fn organization_from_doc(d: &Document) -> StoreResult<Organization> {
     let parse = || -> anyhow::Result<Organization> {
@@ -72,102 +73,120 @@ fn taken_on_duplicate<T>(
     }
 }
 
-pub(super) async fn list_organizations(store: &MongoStore) -> StoreResult<Vec<Organization>> {
-    let docs = find_all(&store.organizations(), doc! {}, doc! { "name": 1 }, None).await?;
-    docs.iter().map(organization_from_doc).collect()
-}
-
-pub(super) async fn insert_organization(
-    store: &MongoStore,
-    o: &Organization,
-) -> StoreResult<Result<(), NameTaken>> {
-    let collection = store.organizations();
-    if let Some(taken) = holder(&collection, doc! {}, &o.name, true).await? {
-        return Ok(Err(taken));
+#[async_trait]
+impl TenancyStore for MongoStore {
+    async fn list_organizations(&self) -> StoreResult<Vec<Organization>> {
+        self.guard
+            .call("list_organizations", async {
+                let docs =
+                    find_all(&self.organizations(), doc! {}, doc! { "name": 1 }, None).await?;
+                docs.iter().map(organization_from_doc).collect()
+            })
+            .await
     }
-    let inserted = collection
-        .insert_one(doc! {
-            "_id": o.id.to_string(),
-            "name": &o.name,
-            "slug": &o.slug,
-            "createdAt": date(&o.created_at),
-        })
-        .await;
-    Ok(taken_on_duplicate(inserted)?.map(|_| ()))
-}
 
-pub(super) async fn rename_organization(
-    store: &MongoStore,
-    id: Uuid,
-    name: &str,
-) -> StoreResult<Result<bool, NameTaken>> {
-    let collection = store.organizations();
-    let others = doc! { "_id": { "$ne": id.to_string() } };
-    if let Some(taken) = holder(&collection, others, name, false).await? {
-        return Ok(Err(taken));
+    async fn insert_organization(&self, o: &Organization) -> StoreResult<Result<(), NameTaken>> {
+        self.guard
+            .call("insert_organization", async {
+                let collection = self.organizations();
+                if let Some(taken) = holder(&collection, doc! {}, &o.name, true).await? {
+                    return Ok(Err(taken));
+                }
+                let inserted = collection
+                    .insert_one(doc! {
+                        "_id": o.id.to_string(),
+                        "name": &o.name,
+                        "slug": &o.slug,
+                        "createdAt": date(&o.created_at),
+                    })
+                    .await;
+                Ok(taken_on_duplicate(inserted)?.map(|_| ()))
+            })
+            .await
     }
-    let updated = collection
-        .update_one(
-            doc! { "_id": id.to_string() },
-            doc! { "$set": { "name": name } },
-        )
-        .await;
-    Ok(taken_on_duplicate(updated)?.map(|r| r.matched_count == 1))
-}
 
-pub(super) async fn list_projects(store: &MongoStore) -> StoreResult<Vec<Project>> {
-    let docs = find_all(&store.projects(), doc! {}, doc! { "name": 1 }, None).await?;
-    docs.iter().map(project_from_doc).collect()
-}
-
-pub(super) async fn insert_project(
-    store: &MongoStore,
-    p: &Project,
-) -> StoreResult<Result<(), NameTaken>> {
-    let collection = store.projects();
-    let parent = p.organization_id.to_string();
-    let siblings = doc! { "organizationId": &parent };
-    if let Some(taken) = holder(&collection, siblings, &p.name, true).await? {
-        return Ok(Err(taken));
+    async fn rename_organization(
+        &self,
+        id: Uuid,
+        name: &str,
+    ) -> StoreResult<Result<bool, NameTaken>> {
+        self.guard
+            .call("rename_organization", async {
+                let collection = self.organizations();
+                let others = doc! { "_id": { "$ne": id.to_string() } };
+                if let Some(taken) = holder(&collection, others, name, false).await? {
+                    return Ok(Err(taken));
+                }
+                let updated = collection
+                    .update_one(
+                        doc! { "_id": id.to_string() },
+                        doc! { "$set": { "name": name } },
+                    )
+                    .await;
+                Ok(taken_on_duplicate(updated)?.map(|r| r.matched_count == 1))
+            })
+            .await
     }
-    let inserted = collection
-        .insert_one(doc! {
-            "_id": p.id.to_string(),
-            "organizationId": parent,
-            "name": &p.name,
-            "slug": &p.slug,
-            "createdAt": date(&p.created_at),
-        })
-        .await;
-    Ok(taken_on_duplicate(inserted)?.map(|_| ()))
-}
 
-pub(super) async fn rename_project(
-    store: &MongoStore,
-    id: Uuid,
-    name: &str,
-) -> StoreResult<Result<bool, NameTaken>> {
-    let collection = store.projects();
-    let Some(project) = collection
-        .find_one(doc! { "_id": id.to_string() })
-        .await
-        .map_err(classify)?
-    else {
-        return Ok(Ok(false));
-    };
-    let project = project_from_doc(&project)?;
-    let siblings = doc! {
-        "_id": { "$ne": id.to_string() },
-        "organizationId": project.organization_id.to_string(),
-    };
-    if let Some(taken) = holder(&collection, siblings, name, false).await? {
-        return Ok(Err(taken));
+    async fn list_projects(&self) -> StoreResult<Vec<Project>> {
+        self.guard
+            .call("list_projects", async {
+                let docs = find_all(&self.projects(), doc! {}, doc! { "name": 1 }, None).await?;
+                docs.iter().map(project_from_doc).collect()
+            })
+            .await
     }
-    let updated = collection
-        .update_one(
-            doc! { "_id": id.to_string() },
-            doc! { "$set": { "name": name } },
-        )
-        .await;
-    Ok(taken_on_duplicate(updated)?.map(|r| r.matched_count == 1))
+
+    async fn insert_project(&self, p: &Project) -> StoreResult<Result<(), NameTaken>> {
+        self.guard
+            .call("insert_project", async {
+                let collection = self.projects();
+                let parent = p.organization_id.to_string();
+                let siblings = doc! { "organizationId": &parent };
+                if let Some(taken) = holder(&collection, siblings, &p.name, true).await? {
+                    return Ok(Err(taken));
+                }
+                let inserted = collection
+                    .insert_one(doc! {
+                        "_id": p.id.to_string(),
+                        "organizationId": parent,
+                        "name": &p.name,
+                        "slug": &p.slug,
+                        "createdAt": date(&p.created_at),
+                    })
+                    .await;
+                Ok(taken_on_duplicate(inserted)?.map(|_| ()))
+            })
+            .await
+    }
+
+    async fn rename_project(&self, id: Uuid, name: &str) -> StoreResult<Result<bool, NameTaken>> {
+        self.guard
+            .call("rename_project", async {
+                let collection = self.projects();
+                let Some(project) = collection
+                    .find_one(doc! { "_id": id.to_string() })
+                    .await
+                    .map_err(classify)?
+                else {
+                    return Ok(Ok(false));
+                };
+                let project = project_from_doc(&project)?;
+                let siblings = doc! {
+                    "_id": { "$ne": id.to_string() },
+                    "organizationId": project.organization_id.to_string(),
+                };
+                if let Some(taken) = holder(&collection, siblings, name, false).await? {
+                    return Ok(Err(taken));
+                }
+                let updated = collection
+                    .update_one(
+                        doc! { "_id": id.to_string() },
+                        doc! { "$set": { "name": name } },
+                    )
+                    .await;
+                Ok(taken_on_duplicate(updated)?.map(|r| r.matched_count == 1))
+            })
+            .await
+    }
 }

@@ -1,6 +1,7 @@
 //! Admin tokens (stored by hash, found by it, listed, revoked) and the
 //! audit log (appended to, listed newest first).
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, Row, params};
 use uuid::Uuid;
@@ -9,7 +10,7 @@ use super::{
     SqliteStore,
     codec::{opt_ts, parse_json, parse_ts, parse_uuid, to_json, ts},
 };
-use crate::store::{Actor, Admin, AuditEntry, AuditTarget, StoreResult};
+use crate::store::{Actor, Admin, AdminStore, AuditEntry, AuditTarget, StoreResult};
 
 const ADMIN_COLUMNS: &str = "id, name, hash, prefix, created_at, revoked_at";
 
@@ -50,10 +51,11 @@ fn audit_from_row(r: &Row<'_>) -> rusqlite::Result<AuditEntry> {
     })
 }
 
-pub(super) async fn insert(store: &SqliteStore, admin: &Admin) -> StoreResult<()> {
-    let a = admin.clone();
-    store
-        .run(move |c| {
+#[async_trait]
+impl AdminStore for SqliteStore {
+    async fn insert_admin(&self, admin: &Admin) -> StoreResult<()> {
+        let a = admin.clone();
+        self.run("insert_admin", move |c| {
             c.execute(
                 &format!("INSERT INTO admins ({ADMIN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
                 params![
@@ -68,12 +70,11 @@ pub(super) async fn insert(store: &SqliteStore, admin: &Admin) -> StoreResult<()
             Ok(())
         })
         .await
-}
+    }
 
-pub(super) async fn find_by_hash(store: &SqliteStore, hash: &str) -> StoreResult<Option<Admin>> {
-    let hash = hash.to_owned();
-    store
-        .run(move |c| {
+    async fn find_admin_by_hash(&self, hash: &str) -> StoreResult<Option<Admin>> {
+        let hash = hash.to_owned();
+        self.run("find_admin_by_hash", move |c| {
             c.prepare_cached(&format!(
                 "SELECT {ADMIN_COLUMNS} FROM admins WHERE hash = ?1"
             ))?
@@ -81,11 +82,10 @@ pub(super) async fn find_by_hash(store: &SqliteStore, hash: &str) -> StoreResult
             .optional()
         })
         .await
-}
+    }
 
-pub(super) async fn list(store: &SqliteStore) -> StoreResult<Vec<Admin>> {
-    store
-        .run(|c| {
+    async fn list_admins(&self) -> StoreResult<Vec<Admin>> {
+        self.run("list_admins", |c| {
             c.prepare(&format!(
                 "SELECT {ADMIN_COLUMNS} FROM admins ORDER BY created_at, id"
             ))?
@@ -93,11 +93,10 @@ pub(super) async fn list(store: &SqliteStore) -> StoreResult<Vec<Admin>> {
             .collect()
         })
         .await
-}
+    }
 
-pub(super) async fn revoke(store: &SqliteStore, id: Uuid, at: DateTime<Utc>) -> StoreResult<bool> {
-    store
-        .run(move |c| {
+    async fn revoke_admin(&self, id: Uuid, at: DateTime<Utc>) -> StoreResult<bool> {
+        self.run("revoke_admin", move |c| {
             let n = c.execute(
                 "UPDATE admins SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
                 params![id.to_string(), ts(&at)],
@@ -105,16 +104,15 @@ pub(super) async fn revoke(store: &SqliteStore, id: Uuid, at: DateTime<Utc>) -> 
             Ok(n == 1)
         })
         .await
-}
+    }
 
-pub(super) async fn insert_audit(store: &SqliteStore, entry: &AuditEntry) -> StoreResult<()> {
-    let e = entry.clone();
-    store
-        .run(move |c| {
+    async fn insert_audit(&self, entry: &AuditEntry) -> StoreResult<()> {
+        let e = entry.clone();
+        self.run("insert_audit", move |c| {
             c.execute(
                 &format!(
                     "INSERT INTO audit ({AUDIT_COLUMNS}) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
                 ),
                 params![
                     e.id.to_string(),
@@ -133,18 +131,13 @@ pub(super) async fn insert_audit(store: &SqliteStore, entry: &AuditEntry) -> Sto
             Ok(())
         })
         .await
-}
+    }
 
-pub(super) async fn list_audit(
-    store: &SqliteStore,
-    before: Option<Uuid>,
-    limit: u32,
-) -> StoreResult<Vec<AuditEntry>> {
-    store
-        .run(move |c| {
+    async fn list_audit(&self, before: Option<Uuid>, limit: u32) -> StoreResult<Vec<AuditEntry>> {
+        self.run("list_audit", move |c| {
             c.prepare_cached(&format!(
                 "SELECT {AUDIT_COLUMNS} FROM audit WHERE ?1 IS NULL OR id < ?1 \
-                 ORDER BY id DESC LIMIT ?2"
+                     ORDER BY id DESC LIMIT ?2"
             ))?
             .query_map(
                 params![before.map(|id| id.to_string()), limit],
@@ -153,4 +146,5 @@ pub(super) async fn list_audit(
             .collect()
         })
         .await
+    }
 }

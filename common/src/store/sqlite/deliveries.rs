@@ -4,6 +4,7 @@
 //! own. A batch of claims, or of outcomes, shares one transaction: one
 //! commit instead of one per push.
 
+use async_trait::async_trait;
 use std::sync::LazyLock;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -14,37 +15,22 @@ use super::{
     codec::{DELIVERY_COLUMNS, delivery_from_row, from_ms, ms, parse_enum, ts},
 };
 use crate::store::{
-    Delivery, DeliveryClaim, DeliveryState, Scope, StoreResult,
+    Delivery, DeliveryClaim, DeliveryState, DeliveryStore, Scope, StoreResult,
     lease::{self, ClaimKey, ClaimRequest, Decision, Held},
 };
 
-pub(super) async fn claim(
-    store: &SqliteStore,
-    scope: &Scope,
-    event_id: Uuid,
-    device_id: Uuid,
-    request: &ClaimRequest,
-) -> StoreResult<DeliveryClaim> {
-    let key = ClaimKey {
-        scope: scope.clone(),
-        event_id,
-        device_id,
-    };
-    let mut claims = claim_many(store, &[key], request).await?;
-    Ok(claims.remove(0))
-}
-
-/// Every claim of the batch in one write-locked transaction: one commit
-/// for the lot, and each read-and-write still atomic.
-pub(super) async fn claim_many(
-    store: &SqliteStore,
-    keys: &[ClaimKey],
-    request: &ClaimRequest,
-) -> StoreResult<Vec<DeliveryClaim>> {
-    let keys = keys.to_vec();
-    let request = *request;
-    store
-        .run(move |c| {
+#[async_trait]
+impl DeliveryStore for SqliteStore {
+    /// Every claim of the batch in one write-locked transaction: one commit
+    /// for the lot, and each read-and-write still atomic.
+    async fn claim_deliveries(
+        &self,
+        keys: &[ClaimKey],
+        request: &ClaimRequest,
+    ) -> StoreResult<Vec<DeliveryClaim>> {
+        let keys = keys.to_vec();
+        let request = *request;
+        self.run("claim_deliveries", move |c| {
             // IMMEDIATE: each read and the write after it are one atomic step.
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let claims = keys
@@ -55,6 +41,50 @@ pub(super) async fn claim_many(
             Ok(claims)
         })
         .await
+    }
+
+    /// Every outcome of the batch in one transaction (one commit), each
+    /// written only if its claim is still the latest.
+    async fn finish_deliveries(&self, deliveries: &[(Scope, Delivery)]) -> StoreResult<Vec<bool>> {
+        let deliveries = deliveries.to_vec();
+        self.run("finish_deliveries", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut finished = Vec::with_capacity(deliveries.len());
+            {
+                let mut update = tx.prepare_cached(
+                    "UPDATE deliveries SET state = ?5, error = ?7, apns_id = ?8, updated_at = ?9, \
+                         lease_until_ms = ?10, provider = ?11 \
+                         WHERE event_id = ?1 AND device_id = ?2 AND org = ?3 AND project = ?4 \
+                         AND state = 'sending' AND attempts = ?6",
+                )?;
+                for (scope, d) in &deliveries {
+                    let n = update.execute(params![
+                        d.event_id.to_string(),
+                        d.device_id.to_string(),
+                        scope.org,
+                        scope.project,
+                        d.state.as_str(),
+                        d.attempts,
+                        d.error,
+                        d.apns_id,
+                        ts(&d.updated_at),
+                        d.lease_until.as_ref().map_or(0, ms),
+                        d.provider,
+                    ])?;
+                    finished.push(n == 1);
+                }
+            }
+            tx.commit()?;
+            Ok(finished)
+        })
+        .await
+    }
+
+    async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>> {
+        let scope = scope.clone();
+        self.run("list_deliveries", move |c| list_in(c, &scope, event_id))
+            .await
+    }
 }
 
 /// One claim, inside the caller's transaction.
@@ -121,65 +151,6 @@ fn claim_in(
         Decision::Answer(_) => {}
     }
     Ok(decision.claim())
-}
-
-pub(super) async fn finish(
-    store: &SqliteStore,
-    scope: &Scope,
-    delivery: &Delivery,
-) -> StoreResult<bool> {
-    let mut finished = finish_many(store, &[(scope.clone(), delivery.clone())]).await?;
-    Ok(finished.remove(0))
-}
-
-/// Every outcome of the batch in one transaction (one commit), each
-/// written only if its claim is still the latest.
-pub(super) async fn finish_many(
-    store: &SqliteStore,
-    deliveries: &[(Scope, Delivery)],
-) -> StoreResult<Vec<bool>> {
-    let deliveries = deliveries.to_vec();
-    store
-        .run(move |c| {
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let mut finished = Vec::with_capacity(deliveries.len());
-            {
-                let mut update = tx.prepare_cached(
-                    "UPDATE deliveries SET state = ?5, error = ?7, apns_id = ?8, updated_at = ?9, \
-                     lease_until_ms = ?10, provider = ?11 \
-                     WHERE event_id = ?1 AND device_id = ?2 AND org = ?3 AND project = ?4 \
-                     AND state = 'sending' AND attempts = ?6",
-                )?;
-                for (scope, d) in &deliveries {
-                    let n = update.execute(params![
-                        d.event_id.to_string(),
-                        d.device_id.to_string(),
-                        scope.org,
-                        scope.project,
-                        d.state.as_str(),
-                        d.attempts,
-                        d.error,
-                        d.apns_id,
-                        ts(&d.updated_at),
-                        d.lease_until.as_ref().map_or(0, ms),
-                        d.provider,
-                    ])?;
-                    finished.push(n == 1);
-                }
-            }
-            tx.commit()?;
-            Ok(finished)
-        })
-        .await
-}
-
-pub(super) async fn list(
-    store: &SqliteStore,
-    scope: &Scope,
-    event_id: Uuid,
-) -> StoreResult<Vec<Delivery>> {
-    let scope = scope.clone();
-    store.run(move |c| list_in(c, &scope, event_id)).await
 }
 
 /// Its text, made once: it runs for every event the notifier settles.

@@ -4,6 +4,7 @@
 //! relay works from. Inserts and state moves go through the group-commit
 //! writer.
 
+use async_trait::async_trait;
 use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
@@ -16,7 +17,8 @@ use super::{
     deliveries, idempotency,
 };
 use crate::store::{
-    Event, IdempotentOutcome, Inserted, NotificationState, Scope, StoreResult, settled_state,
+    Event, EventStore, IdempotentOutcome, Inserted, NotificationState, Scope, StoreResult,
+    settled_state,
 };
 
 /// The states the outbox relay still has work in, as the predicate of its
@@ -47,19 +49,130 @@ static SELECT_SCOPED_EVENT: LazyLock<String> = LazyLock::new(|| {
     format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = ?1 AND org = ?2 AND project = ?3")
 });
 
-pub(super) async fn insert(store: &SqliteStore, event: &Event) -> StoreResult<Inserted> {
-    let e = event.clone();
-    store.write(move |c| insert_in(c, &e, None)).await
-}
+#[async_trait]
+impl EventStore for SqliteStore {
+    async fn insert_event(&self, event: &Event) -> StoreResult<Inserted> {
+        let e = event.clone();
+        self.write("insert_event", move |c| insert_in(c, &e, None))
+            .await
+    }
 
-pub(super) async fn insert_with_outcome(
-    store: &SqliteStore,
-    event: &Event,
-    outcome: &IdempotentOutcome,
-) -> StoreResult<Inserted> {
-    let e = event.clone();
-    let outcome = outcome.clone();
-    store.write(move |c| insert_in(c, &e, Some(&outcome))).await
+    async fn insert_event_with_outcome(
+        &self,
+        event: &Event,
+        outcome: &IdempotentOutcome,
+    ) -> StoreResult<Inserted> {
+        let e = event.clone();
+        let outcome = outcome.clone();
+        self.write("insert_event_with_outcome", move |c| {
+            insert_in(c, &e, Some(&outcome))
+        })
+        .await
+    }
+
+    async fn get_event(&self, scope: &Scope, id: Uuid) -> StoreResult<Option<Event>> {
+        let scope = scope.clone();
+        self.run("get_event", move |c| get_in(c, &scope, id)).await
+    }
+
+    /// Many events in one trip to the connection's thread.
+    async fn get_events(&self, keys: &[(Scope, Uuid)]) -> StoreResult<Vec<Option<Event>>> {
+        let keys = keys.to_vec();
+        self.run("get_events", move |c| {
+            keys.iter()
+                .map(|(scope, id)| get_in(c, scope, *id))
+                .collect()
+        })
+        .await
+    }
+
+    async fn set_notification_state(
+        &self,
+        scope: &Scope,
+        event_id: Uuid,
+        from: &[NotificationState],
+        to: NotificationState,
+        due: Option<DateTime<Utc>>,
+    ) -> StoreResult<bool> {
+        let scope = scope.clone();
+        let from = state_list(from);
+        self.write("set_notification_state", move |c| {
+            let n = c
+                .prepare_cached(
+                    "UPDATE events SET notification_state = ?4, notification_due_ms = ?6 \
+                         WHERE id = ?1 AND org = ?2 AND project = ?3 \
+                         AND notification_state IN (SELECT value FROM json_each(?5))",
+                )?
+                .execute(params![
+                    event_id.to_string(),
+                    scope.org,
+                    scope.project,
+                    to.as_str(),
+                    from,
+                    due.as_ref().map(ms),
+                ])?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    /// Reads the event's deliveries and moves its notification in one write, so
+    /// the notifier's last step for an event is one trip to the connection's
+    /// thread. The move names the unsettled states as the relay's index does
+    /// (`UNSETTLED`), with no list to bind.
+    async fn settle_notification(
+        &self,
+        scope: &Scope,
+        event_id: Uuid,
+        eligible: &[Uuid],
+    ) -> StoreResult<Option<NotificationState>> {
+        let scope = scope.clone();
+        let eligible = eligible.to_vec();
+        self.write("settle_notification", move |c| {
+            let deliveries = deliveries::list_in(c, &scope, event_id)?;
+            let state = settled_state(&deliveries, &eligible);
+            if let Some(state) = state {
+                c.prepare_cached(&SETTLE_EVENT)?.execute(params![
+                    event_id.to_string(),
+                    scope.org,
+                    scope.project,
+                    state.as_str(),
+                ])?;
+            }
+            Ok(state)
+        })
+        .await
+    }
+
+    async fn events_due(
+        &self,
+        states: &[NotificationState],
+        due_before: DateTime<Utc>,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>> {
+        let states = state_list(states);
+        // Every UUID's text sorts after the empty string.
+        let after = after.map(|id| id.to_string()).unwrap_or_default();
+        self.run("events_due", move |c| {
+            c.prepare_cached(&due_sql())?
+                .query_map(
+                    params![states, ms(&due_before), after, limit],
+                    event_from_row,
+                )?
+                .collect()
+        })
+        .await
+    }
+
+    async fn count_in_notification_state(&self, state: NotificationState) -> StoreResult<u64> {
+        self.run("count_in_notification_state", move |c| {
+            c.prepare_cached(&count_sql(state))?
+                .query_row(params![state.as_str()], |r| r.get::<_, i64>(0))
+                .map(|n| n.max(0) as u64)
+        })
+        .await
+    }
 }
 
 /// Inserts `e` and its channel and, when it is new, records `outcome` on
@@ -112,30 +225,6 @@ fn insert_in(
     Ok(Inserted::New)
 }
 
-pub(super) async fn get(
-    store: &SqliteStore,
-    scope: &Scope,
-    id: Uuid,
-) -> StoreResult<Option<Event>> {
-    let scope = scope.clone();
-    store.run(move |c| get_in(c, &scope, id)).await
-}
-
-/// Many events in one trip to the connection's thread.
-pub(super) async fn get_many(
-    store: &SqliteStore,
-    keys: &[(Scope, Uuid)],
-) -> StoreResult<Vec<Option<Event>>> {
-    let keys = keys.to_vec();
-    store
-        .run(move |c| {
-            keys.iter()
-                .map(|(scope, id)| get_in(c, scope, *id))
-                .collect()
-        })
-        .await
-}
-
 fn get_in(c: &Connection, scope: &Scope, id: Uuid) -> rusqlite::Result<Option<Event>> {
     c.prepare_cached(&SELECT_SCOPED_EVENT)?
         .query_row(
@@ -143,112 +232,6 @@ fn get_in(c: &Connection, scope: &Scope, id: Uuid) -> rusqlite::Result<Option<Ev
             event_from_row,
         )
         .optional()
-}
-
-pub(super) async fn count(store: &SqliteStore, scope: &Scope) -> StoreResult<u64> {
-    let scope = scope.clone();
-    store
-        .run(move |c| {
-            c.prepare_cached("SELECT COUNT(*) FROM events WHERE org = ?1 AND project = ?2")?
-                .query_row(params![scope.org, scope.project], |r| r.get::<_, i64>(0))
-                .map(|n| n.max(0) as u64)
-        })
-        .await
-}
-
-pub(super) async fn list_channels(store: &SqliteStore, scope: &Scope) -> StoreResult<Vec<String>> {
-    let scope = scope.clone();
-    store
-        .run(move |c| {
-            c.prepare_cached(
-                "SELECT name FROM channels WHERE org = ?1 AND project = ?2 ORDER BY created_at, name",
-            )?
-            .query_map(params![scope.org, scope.project], |r| r.get(0))?
-            .collect()
-        })
-        .await
-}
-
-pub(super) async fn set_notification_state(
-    store: &SqliteStore,
-    scope: &Scope,
-    event_id: Uuid,
-    from: &[NotificationState],
-    to: NotificationState,
-    due: Option<DateTime<Utc>>,
-) -> StoreResult<bool> {
-    let scope = scope.clone();
-    let from = state_list(from);
-    store
-        .write(move |c| {
-            let n = c
-                .prepare_cached(
-                    "UPDATE events SET notification_state = ?4, notification_due_ms = ?6 \
-                     WHERE id = ?1 AND org = ?2 AND project = ?3 \
-                     AND notification_state IN (SELECT value FROM json_each(?5))",
-                )?
-                .execute(params![
-                    event_id.to_string(),
-                    scope.org,
-                    scope.project,
-                    to.as_str(),
-                    from,
-                    due.as_ref().map(ms),
-                ])?;
-            Ok(n == 1)
-        })
-        .await
-}
-
-/// Reads the event's deliveries and moves its notification in one write, so
-/// the notifier's last step for an event is one trip to the connection's
-/// thread. The move names the unsettled states as the relay's index does
-/// ([`UNSETTLED`]), with no list to bind.
-pub(super) async fn settle(
-    store: &SqliteStore,
-    scope: &Scope,
-    event_id: Uuid,
-    eligible: &[Uuid],
-) -> StoreResult<Option<NotificationState>> {
-    let scope = scope.clone();
-    let eligible = eligible.to_vec();
-    store
-        .write(move |c| {
-            let deliveries = deliveries::list_in(c, &scope, event_id)?;
-            let state = settled_state(&deliveries, &eligible);
-            if let Some(state) = state {
-                c.prepare_cached(&SETTLE_EVENT)?.execute(params![
-                    event_id.to_string(),
-                    scope.org,
-                    scope.project,
-                    state.as_str(),
-                ])?;
-            }
-            Ok(state)
-        })
-        .await
-}
-
-pub(super) async fn due(
-    store: &SqliteStore,
-    states: &[NotificationState],
-    due_before: DateTime<Utc>,
-    after: Option<Uuid>,
-    limit: u32,
-) -> StoreResult<Vec<Event>> {
-    let states = state_list(states);
-    // Every UUID's text sorts after the empty string.
-    let after = after.map(|id| id.to_string()).unwrap_or_default();
-    store
-        .run(move |c| {
-            c.prepare_cached(&due_sql())?
-                .query_map(
-                    params![states, ms(&due_before), after, limit],
-                    event_from_row,
-                )?
-                .collect()
-        })
-        .await
 }
 
 /// The relay's page: `?1` the states (a JSON array), `?2` the due time in
@@ -273,23 +256,9 @@ fn count_sql(state: NotificationState) -> String {
     format!("SELECT COUNT(*) FROM events WHERE {unsettled}notification_state = ?1")
 }
 
-pub(super) async fn count_in_notification_state(
-    store: &SqliteStore,
-    state: NotificationState,
-) -> StoreResult<u64> {
-    store
-        .run(move |c| {
-            c.prepare_cached(&count_sql(state))?
-                .query_row(params![state.as_str()], |r| r.get::<_, i64>(0))
-                .map(|n| n.max(0) as u64)
-        })
-        .await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
 
     /// Only the events the relay still has work for take room in its index
     /// (an insert of any other costs no write there), and both queries of
@@ -311,7 +280,7 @@ mod tests {
             store.insert_event(&event).await.expect("inserted");
         }
         let (stat, plans) = store
-            .run(|c| {
+            .run("test", |c| {
                 c.execute_batch("ANALYZE")?;
                 let stat: String = c.query_row(
                     "SELECT stat FROM sqlite_stat1 WHERE idx = 'events_by_relay'",

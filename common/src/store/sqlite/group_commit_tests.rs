@@ -6,7 +6,7 @@ use std::{sync::Arc, time::Duration};
 
 use super::*;
 use crate::store::{
-    Event, IdempotencyBegin, Inserted, NotificationState, Scope, SqliteSync, Store,
+    Event, IdempotencyBegin, Inserted, NotificationState, Scope, SqliteSync, prelude::*,
     sqlite::SqliteStore,
 };
 
@@ -16,6 +16,34 @@ async fn open() -> (tempfile::TempDir, Arc<SqliteStore>) {
         .await
         .expect("opens");
     (dir, Arc::new(store))
+}
+
+/// How many events `scope` holds, counted in the table.
+async fn stored(store: &SqliteStore, scope: &Scope) -> u64 {
+    let (org, project) = (scope.org.clone(), scope.project.clone());
+    store
+        .run("test", move |c| {
+            c.query_row(
+                "SELECT COUNT(*) FROM events WHERE org = ?1 AND project = ?2",
+                [org, project],
+                |r| r.get::<_, i64>(0),
+            )
+        })
+        .await
+        .expect("counted") as u64
+}
+
+/// The names of `scope`'s channels, as stored, by name.
+async fn channels(store: &SqliteStore, scope: &Scope) -> Vec<String> {
+    let (org, project) = (scope.org.clone(), scope.project.clone());
+    store
+        .run("test", move |c| {
+            c.prepare("SELECT name FROM channels WHERE org = ?1 AND project = ?2 ORDER BY name")?
+                .query_map([org, project], |r| r.get(0))?
+                .collect()
+        })
+        .await
+        .expect("listed")
 }
 
 /// A `notify: false` event on `channel` (the events tests use it too).
@@ -94,7 +122,7 @@ fn counts(store: &SqliteStore) -> (u64, u64) {
 async fn concurrent_writes_share_one_transaction_and_a_failed_write_fails_alone() {
     let (_dir, store) = open().await;
     store
-        .run(|c| {
+        .run("test", |c| {
             c.execute_batch(
                 "CREATE TRIGGER explode BEFORE INSERT ON events \
                  WHEN NEW.channel_name = 'explode' \
@@ -130,13 +158,13 @@ async fn concurrent_writes_share_one_transaction_and_a_failed_write_fails_alone(
     }
     assert_eq!(counts(&store), (1, 20), "one transaction for the twenty");
     let scope = Scope::new("acme", "batch");
-    assert_eq!(store.count_events(&scope).await.expect("count"), 19);
+    assert_eq!(stored(&store, &scope).await, 19);
     assert_eq!(
         store.get_event(&scope, events[7].id).await.expect("get"),
         None
     );
     assert_eq!(
-        store.list_channels(&scope).await.expect("channels"),
+        channels(&store, &scope).await,
         vec!["fine".to_owned()],
         "nothing of the failed write is kept"
     );
@@ -166,11 +194,11 @@ async fn a_batch_that_cannot_commit_fails_every_write_as_unavailable_and_stores_
     }
     other.execute_batch("ROLLBACK").expect("unlocked");
     let scope = Scope::new("acme", "batch");
-    assert_eq!(store.count_events(&scope).await.expect("count"), 0);
+    assert_eq!(stored(&store, &scope).await, 0);
     assert_eq!(counts(&store), (0, 0));
     // The writer carries on with the next batch.
     store.insert_event(&event("c")).await.expect("stored");
-    assert_eq!(store.count_events(&scope).await.expect("count"), 1);
+    assert_eq!(stored(&store, &scope).await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -179,7 +207,7 @@ async fn a_batch_whose_commit_fails_stores_nothing_and_the_writer_carries_on() {
     // A deferred foreign key is checked at COMMIT, which then fails and
     // leaves the transaction open: the writer must end it itself.
     store
-        .run(|c| {
+        .run("test", |c| {
             c.execute_batch(
                 "PRAGMA foreign_keys = ON; \
                  CREATE TABLE parent (id INTEGER PRIMARY KEY); \
@@ -194,7 +222,7 @@ async fn a_batch_whose_commit_fails_stores_nothing_and_the_writer_carries_on() {
         let store = Arc::clone(&store);
         tokio::spawn(async move {
             store
-                .write(|c| c.execute("INSERT INTO child VALUES (42)", []))
+                .write("test", |c| c.execute("INSERT INTO child VALUES (42)", []))
                 .await
         })
     };
@@ -212,11 +240,14 @@ async fn a_batch_whose_commit_fails_stores_nothing_and_the_writer_carries_on() {
     let mate = mate.await.expect("task");
     assert!(matches!(mate, Err(StoreError::Unavailable(_))), "{mate:?}");
     let scope = Scope::new("acme", "batch");
-    assert_eq!(store.count_events(&scope).await.expect("count"), 0);
-    let open = store.run(|c| Ok(!c.is_autocommit())).await.expect("asked");
+    assert_eq!(stored(&store, &scope).await, 0);
+    let open = store
+        .run("test", |c| Ok(!c.is_autocommit()))
+        .await
+        .expect("asked");
     assert!(!open, "a transaction was left open");
     store.insert_event(&event("c")).await.expect("stored");
-    assert_eq!(store.count_events(&scope).await.expect("count"), 1);
+    assert_eq!(stored(&store, &scope).await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -266,7 +297,7 @@ async fn a_write_whose_caller_gave_up_before_its_batch_is_not_stored() {
     held.release();
     store.insert_event(&event("c")).await.expect("stored");
     let scope = Scope::new("acme", "batch");
-    assert_eq!(store.count_events(&scope).await.expect("count"), 1);
+    assert_eq!(stored(&store, &scope).await, 1);
     assert_eq!(counts(&store), (1, 1));
 }
 
@@ -289,7 +320,9 @@ async fn claim(store: &SqliteStore, key: &str) -> IdempotencyBegin {
 /// The connection's `synchronous` setting: 1 NORMAL, 2 FULL.
 async fn synchronous(store: &SqliteStore) -> i64 {
     store
-        .run(|c| c.pragma_query_value(None, "synchronous", |r| r.get(0)))
+        .run("test", |c| {
+            c.pragma_query_value(None, "synchronous", |r| r.get(0))
+        })
         .await
         .expect("pragma")
 }
@@ -344,9 +377,13 @@ async fn a_claim_is_answered_at_its_commit_without_waiting_for_the_synced_writes
 async fn a_connection_that_never_syncs_commits_a_claim_with_its_batch_mates() {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = Arc::new(
-        SqliteStore::open_with(&dir.path().join("t.sqlite3"), SqliteSync::Normal)
-            .await
-            .expect("opens"),
+        SqliteStore::open_with(
+            &dir.path().join("t.sqlite3"),
+            SqliteSync::Normal,
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("opens"),
     );
     let held = Held::hold(&store, Duration::from_secs(5)).await;
     let inserted = {

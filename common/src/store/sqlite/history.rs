@@ -1,6 +1,7 @@
 //! Events as they are read back: listings with filters and a cursor, the
 //! tail streams follow, channel counts, per-bucket counts, and retention.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use rusqlite::{ToSql, TransactionBehavior, params};
 
@@ -9,8 +10,8 @@ use super::{
     codec::{EVENT_COLUMNS, event_from_row, parse_ts, state_list, ts},
 };
 use crate::store::{
-    Bucket, ChannelStats, Event, EventFilter, EventPosition, NotificationState, Purged, Scope,
-    StoreResult,
+    Bucket, ChannelStats, Event, EventFilter, EventPosition, HistoryStore, NotificationState,
+    Purged, Scope, StoreResult,
 };
 
 /// The SQL function `text_contains(haystack, needle)`, registered on the
@@ -91,98 +92,75 @@ fn position_params(p: EventPosition) -> Vec<Box<dyn ToSql + Send>> {
     vec![Box::new(ts(&p.created_at)), Box::new(p.id.to_string())]
 }
 
-pub(super) async fn list(
-    store: &SqliteStore,
-    scope: &Scope,
-    filter: &EventFilter,
-    before: Option<EventPosition>,
-    limit: u32,
-) -> StoreResult<Vec<Event>> {
-    let mut w = Conditions::default();
-    w.scope(scope);
-    if let Some(channel) = &filter.channel {
-        w.push("channel_name = ?", vec![Box::new(channel.clone())]);
-    }
-    if let Some(tag) = &filter.tag {
-        w.push(
-            "EXISTS (SELECT 1 FROM json_each(events.tags) WHERE value = ?)",
-            vec![Box::new(tag.clone())],
-        );
-    }
-    if let Some(user_id) = &filter.user_id {
-        w.push("user_id = ?", vec![Box::new(user_id.clone())]);
-    }
-    if let Some(text) = &filter.text {
-        let needle = text.to_lowercase();
-        w.push(
-            &format!("({TEXT_CONTAINS}(title, ?) OR {TEXT_CONTAINS}(description, ?))"),
-            vec![Box::new(needle.clone()), Box::new(needle)],
-        );
-    }
-    if let Some(since) = filter.since {
-        w.push("created_at >= ?", vec![Box::new(ts(&since))]);
-    }
-    if let Some(until) = filter.until {
-        w.push("created_at < ?", vec![Box::new(ts(&until))]);
-    }
-    if let Some(before) = before {
-        w.push("(created_at, id) < (?, ?)", position_params(before));
-    }
-    select_events(store, w, "created_at DESC, id DESC", limit).await
-}
-
-pub(super) async fn after(
-    store: &SqliteStore,
-    scope: Option<&Scope>,
-    channel: Option<&str>,
-    after: EventPosition,
-    limit: u32,
-) -> StoreResult<Vec<Event>> {
-    let mut w = Conditions::default();
-    if let Some(scope) = scope {
+#[async_trait]
+impl HistoryStore for SqliteStore {
+    async fn list_events(
+        &self,
+        scope: &Scope,
+        filter: &EventFilter,
+        before: Option<EventPosition>,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>> {
+        let mut w = Conditions::default();
         w.scope(scope);
+        if let Some(channel) = &filter.channel {
+            w.push("channel_name = ?", vec![Box::new(channel.clone())]);
+        }
+        if let Some(tag) = &filter.tag {
+            w.push(
+                "EXISTS (SELECT 1 FROM json_each(events.tags) WHERE value = ?)",
+                vec![Box::new(tag.clone())],
+            );
+        }
+        if let Some(user_id) = &filter.user_id {
+            w.push("user_id = ?", vec![Box::new(user_id.clone())]);
+        }
+        if let Some(text) = &filter.text {
+            let needle = text.to_lowercase();
+            w.push(
+                &format!("({TEXT_CONTAINS}(title, ?) OR {TEXT_CONTAINS}(description, ?))"),
+                vec![Box::new(needle.clone()), Box::new(needle)],
+            );
+        }
+        if let Some(since) = filter.since {
+            w.push("created_at >= ?", vec![Box::new(ts(&since))]);
+        }
+        if let Some(until) = filter.until {
+            w.push("created_at < ?", vec![Box::new(ts(&until))]);
+        }
+        if let Some(before) = before {
+            w.push("(created_at, id) < (?, ?)", position_params(before));
+        }
+        select_events(self, "list_events", w, "created_at DESC, id DESC", limit).await
     }
-    if let Some(channel) = channel {
-        w.push("channel_name = ?", vec![Box::new(channel.to_owned())]);
+
+    async fn events_after(
+        &self,
+        scope: Option<&Scope>,
+        channel: Option<&str>,
+        after: EventPosition,
+        limit: u32,
+    ) -> StoreResult<Vec<Event>> {
+        let mut w = Conditions::default();
+        if let Some(scope) = scope {
+            w.scope(scope);
+        }
+        if let Some(channel) = channel {
+            w.push("channel_name = ?", vec![Box::new(channel.to_owned())]);
+        }
+        w.push("(created_at, id) > (?, ?)", position_params(after));
+        select_events(self, "events_after", w, "created_at, id", limit).await
     }
-    w.push("(created_at, id) > (?, ?)", position_params(after));
-    select_events(store, w, "created_at, id", limit).await
-}
 
-/// The events `w` selects, in `order`, at most `limit`.
-async fn select_events(
-    store: &SqliteStore,
-    mut w: Conditions,
-    order: &'static str,
-    limit: u32,
-) -> StoreResult<Vec<Event>> {
-    let limit = w.bind(Box::new(limit));
-    let sql = format!(
-        "SELECT {EVENT_COLUMNS} FROM events {} ORDER BY {order} LIMIT {limit}",
-        w.where_clause()
-    );
-    store
-        .run(move |c| {
-            c.prepare_cached(&sql)?
-                .query_map(w.params().as_slice(), event_from_row)?
-                .collect()
-        })
-        .await
-}
-
-pub(super) async fn channel_stats(
-    store: &SqliteStore,
-    scope: &Scope,
-) -> StoreResult<Vec<ChannelStats>> {
-    let scope = scope.clone();
-    store
-        .run(move |c| {
+    async fn channel_stats(&self, scope: &Scope) -> StoreResult<Vec<ChannelStats>> {
+        let scope = scope.clone();
+        self.run("channel_stats", move |c| {
             c.prepare_cached(
                 "SELECT c.name, COUNT(e.id), MAX(e.created_at) AS last FROM channels c \
-                 LEFT JOIN events e \
-                 ON e.org = c.org AND e.project = c.project AND e.channel_name = c.name \
-                 WHERE c.org = ?1 AND c.project = ?2 \
-                 GROUP BY c.name ORDER BY last IS NULL, last DESC, c.name",
+                     LEFT JOIN events e \
+                     ON e.org = c.org AND e.project = c.project AND e.channel_name = c.name \
+                     WHERE c.org = ?1 AND c.project = ?2 \
+                     GROUP BY c.name ORDER BY last IS NULL, last DESC, c.name",
             )?
             .query_map(params![scope.org, scope.project], |r| {
                 Ok(ChannelStats {
@@ -198,39 +176,38 @@ pub(super) async fn channel_stats(
             .collect()
         })
         .await
-}
-
-pub(super) async fn count_per_bucket(
-    store: &SqliteStore,
-    scope: &Scope,
-    channel: Option<&str>,
-    since: DateTime<Utc>,
-    until: DateTime<Utc>,
-    bucket: Bucket,
-) -> StoreResult<Vec<(DateTime<Utc>, u64)>> {
-    // Timestamps are stored as fixed-width RFC 3339 in UTC
-    // ("2026-11-23T06:40:00.123000Z"), so the hour is the first 13
-    // characters and the day the first 10.
-    let (prefix, completion) = match bucket {
-        Bucket::Hour => (13, ":00:00Z"),
-        Bucket::Day => (10, "T00:00:00Z"),
-    };
-    let mut w = Conditions::default();
-    w.scope(scope);
-    if let Some(channel) = channel {
-        w.push("channel_name = ?", vec![Box::new(channel.to_owned())]);
     }
-    w.push(
-        "created_at >= ? AND created_at < ?",
-        vec![Box::new(ts(&since)), Box::new(ts(&until))],
-    );
-    let sql = format!(
-        "SELECT substr(created_at, 1, {prefix}) AS bucket, COUNT(*) FROM events {} \
-         GROUP BY bucket ORDER BY bucket",
-        w.where_clause()
-    );
-    store
-        .run(move |c| {
+
+    async fn count_events_per_bucket(
+        &self,
+        scope: &Scope,
+        channel: Option<&str>,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        bucket: Bucket,
+    ) -> StoreResult<Vec<(DateTime<Utc>, u64)>> {
+        // Timestamps are stored as fixed-width RFC 3339 in UTC
+        // ("2026-11-23T06:40:00.123000Z"), so the hour is the first 13
+        // characters and the day the first 10.
+        let (prefix, completion) = match bucket {
+            Bucket::Hour => (13, ":00:00Z"),
+            Bucket::Day => (10, "T00:00:00Z"),
+        };
+        let mut w = Conditions::default();
+        w.scope(scope);
+        if let Some(channel) = channel {
+            w.push("channel_name = ?", vec![Box::new(channel.to_owned())]);
+        }
+        w.push(
+            "created_at >= ? AND created_at < ?",
+            vec![Box::new(ts(&since)), Box::new(ts(&until))],
+        );
+        let sql = format!(
+            "SELECT substr(created_at, 1, {prefix}) AS bucket, COUNT(*) FROM events {} \
+             GROUP BY bucket ORDER BY bucket",
+            w.where_clause()
+        );
+        self.run("count_events_per_bucket", move |c| {
             c.prepare_cached(&sql)?
                 .query_map(w.params().as_slice(), |r| {
                     let start = parse_ts(&format!("{}{completion}", r.get::<_, String>(0)?))?;
@@ -239,22 +216,21 @@ pub(super) async fn count_per_bucket(
                 .collect()
         })
         .await
-}
+    }
 
-pub(super) async fn purge(
-    store: &SqliteStore,
-    recorded_before: DateTime<Utc>,
-    limit: u32,
-) -> StoreResult<Purged> {
-    let settled = state_list(&NotificationState::SETTLED);
-    store
-        .run(move |c| {
+    async fn purge_events(
+        &self,
+        recorded_before: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Purged> {
+        let settled = state_list(&NotificationState::SETTLED);
+        self.run("purge_events", move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let ids: Vec<String> = tx
                 .prepare_cached(
                     "SELECT id FROM events WHERE created_at < ?1 \
-                     AND notification_state IN (SELECT value FROM json_each(?2)) \
-                     ORDER BY created_at LIMIT ?3",
+                         AND notification_state IN (SELECT value FROM json_each(?2)) \
+                         ORDER BY created_at LIMIT ?3",
                 )?
                 .query_map(params![ts(&recorded_before), settled, limit], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
@@ -273,6 +249,30 @@ pub(super) async fn purge(
                 events: events as u64,
                 deliveries: deliveries as u64,
             })
+        })
+        .await
+    }
+}
+
+/// The events `w` selects, in `order`, at most `limit` (for the store
+/// method `method`).
+async fn select_events(
+    store: &SqliteStore,
+    method: &'static str,
+    mut w: Conditions,
+    order: &'static str,
+    limit: u32,
+) -> StoreResult<Vec<Event>> {
+    let limit = w.bind(Box::new(limit));
+    let sql = format!(
+        "SELECT {EVENT_COLUMNS} FROM events {} ORDER BY {order} LIMIT {limit}",
+        w.where_clause()
+    );
+    store
+        .run(method, move |c| {
+            c.prepare_cached(&sql)?
+                .query_map(w.params().as_slice(), event_from_row)?
+                .collect()
         })
         .await
 }

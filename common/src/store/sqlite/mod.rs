@@ -2,13 +2,28 @@
 //! tokio-rusqlite so no query ever blocks the async runtime. WAL mode and a
 //! busy timeout let the admin CLI write keys while the server runs.
 //!
-//! This module owns opening the file (pragmas, `migrations`) and the sorting
-//! of SQLite errors; `codec` turns records into parameters and rows back;
-//! each aggregate has its module (`keys`, `events`, `history`, `identities`,
-//! `idempotency`, `devices`, `deliveries`, `tenancy`, `admins`), and `Store` is implemented by
-//! calling them (the table is in `super::by_aggregate`). The writes of the
-//! hot write path go through `group_commit`, which commits the writes of
-//! concurrent requests together.
+//! This module owns opening the file (pragmas, `migrations`), the trips to
+//! the connection's thread (`SqliteStore::run`, and the group-commit
+//! `write`: every call of the store goes through one of them, and through the
+//! store's deadline and observer there, `super::guard`), the sorting of
+//! SQLite errors, and `Store` itself (`ping`). `codec` turns records into
+//! parameters and rows back. Each record kind implements its trait in its
+//! own module:
+//!
+//! | trait | module |
+//! |---|---|
+//! | `EventStore` | `events` |
+//! | `HistoryStore` | `history` |
+//! | `DeliveryStore` | `deliveries` |
+//! | `IdempotencyStore` | `idempotency` |
+//! | `KeyStore` | `keys` |
+//! | `AdminStore` | `admins` |
+//! | `TenancyStore` | `tenancy` |
+//! | `DeviceStore` | `devices` |
+//! | `IdentityStore` | `identities` |
+//!
+//! The writes of the hot write path go through `group_commit`, which commits
+//! the writes of concurrent requests together.
 
 mod admins;
 mod codec;
@@ -32,7 +47,9 @@ use std::{
     time::Duration,
 };
 
-use super::{SqliteSync, StoreError, StoreResult, by_aggregate::impl_store_by_aggregate};
+use async_trait::async_trait;
+
+use super::{SqliteSync, Store, StoreError, StoreObserver, StoreResult, guard::Guard};
 
 /// Prepared statements kept on the connection: more than the store has
 /// (about 40, with the listing's variants by filter).
@@ -45,21 +62,37 @@ pub struct SqliteStore {
     /// When expired idempotency rows were last swept (SQLite has no TTL
     /// index), in Unix milliseconds.
     last_sweep_ms: AtomicI64,
-    /// Device changes made through this handle (`Store::device_changes`),
+    /// Device changes made through this handle (`DeviceStore::device_changes`),
     /// counted on the connection's thread once committed, so a caller
     /// that stopped waiting does not leave one uncounted.
     device_changes: Arc<AtomicU64>,
+    /// The deadline of every trip to the connection, and its observer.
+    guard: Guard,
 }
 
 impl SqliteStore {
     /// Opens (creating if needed) the database file and brings its schema
-    /// up to date, with the default durability.
+    /// up to date, with the default durability and no deadline (for tests,
+    /// whose clock may be paused, and tools).
     pub async fn open(path: &Path) -> StoreResult<Self> {
-        Self::open_with(path, SqliteSync::default()).await
+        Self::start(path, SqliteSync::default(), None).await
     }
 
-    /// Like [`SqliteStore::open`], syncing as `synchronous` says.
-    pub async fn open_with(path: &Path, synchronous: SqliteSync) -> StoreResult<Self> {
+    /// Like [`SqliteStore::open`], syncing as `synchronous` says, and every
+    /// call failing as unavailable once `deadline` has passed.
+    pub async fn open_with(
+        path: &Path,
+        synchronous: SqliteSync,
+        deadline: Duration,
+    ) -> StoreResult<Self> {
+        Self::start(path, synchronous, Some(deadline)).await
+    }
+
+    async fn start(
+        path: &Path,
+        synchronous: SqliteSync,
+        deadline: Option<Duration>,
+    ) -> StoreResult<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| {
                 StoreError::Unavailable(
@@ -90,24 +123,31 @@ impl SqliteStore {
             conn,
             last_sweep_ms: AtomicI64::new(0),
             device_changes: Arc::default(),
+            guard: Guard::new(deadline),
         })
     }
 
-    /// Runs `f` on the connection's thread.
+    /// Runs `f` on the connection's thread, for the store method `method`
+    /// (within the deadline, told to the observer).
     async fn run<R: Send + 'static>(
         &self,
+        method: &'static str,
         f: impl FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
     ) -> StoreResult<R> {
-        self.conn.call(f).await.map_err(classify)
+        let trip = async { self.conn.call(f).await.map_err(classify) };
+        self.guard.call(method, trip).await
     }
 
-    /// Runs `f` in the writer's next batch: one transaction with the
-    /// writes of concurrent calls, answered once it is committed and synced.
+    /// Runs `f` in the writer's next batch, for the store method `method`:
+    /// one transaction with the writes of concurrent calls, answered once it
+    /// is committed and synced.
     async fn write<R: Send + 'static>(
         &self,
+        method: &'static str,
         f: impl Fn(&rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
     ) -> StoreResult<R> {
-        self.writer.write(group_commit::Wait::Sync, f).await
+        let trip = self.writer.write(group_commit::Wait::Sync, f);
+        self.guard.call(method, trip).await
     }
 
     /// Like [`SqliteStore::write`], answered once committed, before any
@@ -115,16 +155,24 @@ impl SqliteStore {
     /// synced write of its own follows.
     async fn write_unsynced<R: Send + 'static>(
         &self,
+        method: &'static str,
         f: impl Fn(&rusqlite::Connection) -> rusqlite::Result<R> + Send + 'static,
     ) -> StoreResult<R> {
-        self.writer.write(group_commit::Wait::Commit, f).await
+        let trip = self.writer.write(group_commit::Wait::Commit, f);
+        self.guard.call(method, trip).await
     }
 }
 
-impl_store_by_aggregate!(SqliteStore);
+#[async_trait]
+impl Store for SqliteStore {
+    async fn ping(&self) -> StoreResult<()> {
+        self.run("ping", |c| c.query_row("SELECT 1", [], |_| Ok(())))
+            .await
+    }
 
-async fn round_trip(store: &SqliteStore) -> StoreResult<()> {
-    store.run(|c| c.query_row("SELECT 1", [], |_| Ok(()))).await
+    fn observe(&self, observer: std::sync::Arc<dyn StoreObserver>) -> bool {
+        self.guard.observe(observer)
+    }
 }
 
 /// Sorts SQLite errors into "busy, try again" and everything else.
@@ -158,11 +206,17 @@ mod tests {
     async fn the_synchronous_setting_reaches_the_connection() {
         let dir = tempfile::tempdir().expect("temp dir");
         for (setting, pragma) in [(SqliteSync::Normal, 1), (SqliteSync::Full, 2)] {
-            let store = SqliteStore::open_with(&dir.path().join("t.sqlite3"), setting)
-                .await
-                .expect("opens");
+            let store = SqliteStore::open_with(
+                &dir.path().join("t.sqlite3"),
+                setting,
+                Duration::from_secs(30),
+            )
+            .await
+            .expect("opens");
             let level: i64 = store
-                .run(|c| c.pragma_query_value(None, "synchronous", |r| r.get(0)))
+                .run("test", |c| {
+                    c.pragma_query_value(None, "synchronous", |r| r.get(0))
+                })
                 .await
                 .expect("read");
             assert_eq!(level, pragma, "{setting:?}");

@@ -1,6 +1,7 @@
 //! Organizations and projects: listed, created unless a sibling holds the
 //! name (as its name, or as the slug it was created with), renamed.
 
+use async_trait::async_trait;
 use rusqlite::{OptionalExtension, Row, params};
 use uuid::Uuid;
 
@@ -8,7 +9,7 @@ use super::{
     SqliteStore,
     codec::{parse_ts, parse_uuid, ts},
 };
-use crate::store::{NameTaken, Organization, Project, StoreResult};
+use crate::store::{NameTaken, Organization, Project, StoreResult, TenancyStore};
 
 fn organization_from_row(r: &Row<'_>) -> rusqlite::Result<Organization> {
     Ok(Organization {
@@ -58,23 +59,23 @@ fn holder(
     }))
 }
 
-pub(super) async fn list_organizations(store: &SqliteStore) -> StoreResult<Vec<Organization>> {
-    store
-        .run(|c| {
+#[async_trait]
+impl TenancyStore for SqliteStore {
+    async fn list_organizations(&self) -> StoreResult<Vec<Organization>> {
+        self.run("list_organizations", |c| {
             c.prepare_cached("SELECT id, name, slug, created_at FROM organizations ORDER BY name")?
                 .query_map([], organization_from_row)?
                 .collect()
         })
         .await
-}
+    }
 
-pub(super) async fn insert_organization(
-    store: &SqliteStore,
-    organization: &Organization,
-) -> StoreResult<Result<(), NameTaken>> {
-    let o = organization.clone();
-    store
-        .run(move |c| {
+    async fn insert_organization(
+        &self,
+        organization: &Organization,
+    ) -> StoreResult<Result<(), NameTaken>> {
+        let o = organization.clone();
+        self.run("insert_organization", move |c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             if let Some(taken) = holder(&tx, "organizations", "?1 = ?1", "", &o.name, true)? {
                 return Ok(Err(taken));
@@ -87,20 +88,67 @@ pub(super) async fn insert_organization(
             Ok(Ok(()))
         })
         .await
-}
+    }
 
-pub(super) async fn rename_organization(
-    store: &SqliteStore,
-    id: Uuid,
-    name: &str,
-) -> StoreResult<Result<bool, NameTaken>> {
-    rename(store, "organizations", "id <> ?1", id, name).await
+    async fn rename_organization(
+        &self,
+        id: Uuid,
+        name: &str,
+    ) -> StoreResult<Result<bool, NameTaken>> {
+        rename(
+            self,
+            "rename_organization",
+            "organizations",
+            "id <> ?1",
+            id,
+            name,
+        )
+        .await
+    }
+
+    async fn list_projects(&self) -> StoreResult<Vec<Project>> {
+        self.run("list_projects", |c| {
+            c.prepare_cached(
+                "SELECT id, organization_id, name, slug, created_at FROM projects ORDER BY name",
+            )?
+            .query_map([], project_from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    async fn insert_project(&self, project: &Project) -> StoreResult<Result<(), NameTaken>> {
+        let p = project.clone();
+        self.run("insert_project", move |c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let parent = p.organization_id.to_string();
+            let siblings = "organization_id = ?1";
+            if let Some(taken) = holder(&tx, "projects", siblings, &parent, &p.name, true)? {
+                return Ok(Err(taken));
+            }
+            tx.execute(
+                "INSERT INTO projects (id, organization_id, name, slug, created_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![p.id.to_string(), parent, p.name, p.slug, ts(&p.created_at)],
+            )?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+        .await
+    }
+
+    async fn rename_project(&self, id: Uuid, name: &str) -> StoreResult<Result<bool, NameTaken>> {
+        let siblings = "id <> ?1 AND organization_id = \
+                        (SELECT organization_id FROM projects WHERE id = ?1)";
+        rename(self, "rename_project", "projects", siblings, id, name).await
+    }
 }
 
 /// Renames the record `id` of `table` unless one of its siblings (a `WHERE`
-/// with `?1` the record's id) has the name.
+/// with `?1` the record's id) has the name, for the store method `method`.
 async fn rename(
     store: &SqliteStore,
+    method: &'static str,
     table: &'static str,
     siblings: &'static str,
     id: Uuid,
@@ -108,7 +156,7 @@ async fn rename(
 ) -> StoreResult<Result<bool, NameTaken>> {
     let name = name.to_owned();
     store
-        .run(move |c| {
+        .run(method, move |c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             if let Some(taken) = holder(&tx, table, siblings, &id.to_string(), &name, false)? {
                 return Ok(Err(taken));
@@ -121,50 +169,4 @@ async fn rename(
             Ok(Ok(n == 1))
         })
         .await
-}
-
-pub(super) async fn list_projects(store: &SqliteStore) -> StoreResult<Vec<Project>> {
-    store
-        .run(|c| {
-            c.prepare_cached(
-                "SELECT id, organization_id, name, slug, created_at FROM projects ORDER BY name",
-            )?
-            .query_map([], project_from_row)?
-            .collect()
-        })
-        .await
-}
-
-pub(super) async fn insert_project(
-    store: &SqliteStore,
-    project: &Project,
-) -> StoreResult<Result<(), NameTaken>> {
-    let p = project.clone();
-    store
-        .run(move |c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let parent = p.organization_id.to_string();
-            let siblings = "organization_id = ?1";
-            if let Some(taken) = holder(&tx, "projects", siblings, &parent, &p.name, true)? {
-                return Ok(Err(taken));
-            }
-            tx.execute(
-                "INSERT INTO projects (id, organization_id, name, slug, created_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![p.id.to_string(), parent, p.name, p.slug, ts(&p.created_at)],
-            )?;
-            tx.commit()?;
-            Ok(Ok(()))
-        })
-        .await
-}
-
-pub(super) async fn rename_project(
-    store: &SqliteStore,
-    id: Uuid,
-    name: &str,
-) -> StoreResult<Result<bool, NameTaken>> {
-    let siblings = "id <> ?1 AND organization_id = \
-                    (SELECT organization_id FROM projects WHERE id = ?1)";
-    rename(store, "projects", siblings, id, name).await
 }
