@@ -14,12 +14,12 @@ use std::{
 use common::{
     config::{Backend, ConfigError, Secret, ServiceSettings, Sources, load, service_defaults},
     endpoint::AllowedOrigins,
-    queue::{ConsumeSettings, RetryPolicy},
+    queue::ConsumeSettings,
     telemetry::LogFormat,
 };
 use serde::Deserialize;
 
-use crate::push::webpush::vapid::VapidKey;
+use crate::{push::webpush::vapid::VapidKey, retry::RetryPolicy};
 
 const DEFAULTS: &str = include_str!("../config.default.toml");
 
@@ -36,8 +36,13 @@ pub struct Config {
     pub concurrency: NonZeroUsize,
     pub max_in_flight: NonZeroUsize,
     pub device_cache_ms: u64,
+    /// Delay before the first retry of a failed push or job, in ms
+    /// ([`RetryPolicy::base`]).
     pub retry_base_ms: NonZeroU64,
+    /// Longest delay between two tries, and the cap on a push service's
+    /// `Retry-After`, in ms ([`RetryPolicy::max`]).
     pub retry_max_ms: u64,
+    /// Retries after the first try ([`RetryPolicy::max_retries`]).
     pub max_retries: u32,
     pub stale_claim_seconds: u64,
     pub apns_key_path: Option<PathBuf>,
@@ -192,6 +197,7 @@ impl Config {
         Ok(self.vapid()?.map(|key| key.public_key()))
     }
 
+    /// The delivery retry policy these settings make (`crate::retry`).
     pub fn retry(&self) -> RetryPolicy {
         RetryPolicy {
             base: Duration::from_millis(self.retry_base_ms.get()),
@@ -204,7 +210,7 @@ impl Config {
     pub fn consume(&self) -> ConsumeSettings {
         ConsumeSettings {
             prefetch: self.prefetch,
-            retry: self.retry(),
+            delays: self.retry().delays(),
         }
     }
 
