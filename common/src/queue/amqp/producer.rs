@@ -1,5 +1,6 @@
 //! Publishing: one connection and channel, opened on first use and again
-//! after a failure, each publish persistent and confirmed.
+//! after a failure, each publish persistent and confirmed. A failure is a
+//! [`QueueError`] that keeps lapin's error (or the timeout) as its source.
 
 use std::{
     sync::Arc,

@@ -1,7 +1,8 @@
 //! The FCM provider (Firebase Cloud Messaging HTTP v1): each push is one
 //! `POST {base}/v1/projects/{project_id}/messages:send` ([`message`]) with
 //! an OAuth 2.0 access token the service account obtains and caches
-//! ([`token`], [`account`]). A 401 gets one new token and one resend;
+//! ([`token`], [`account`]). A 401 gets one new token and one resend. What
+//! an answer means is the retry policy's (`crate::retry::classify`):
 //! `UNREGISTERED` deactivates the device; 429 and 5xx are retried no
 //! sooner than `Retry-After`.
 //!

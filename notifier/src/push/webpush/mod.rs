@@ -2,7 +2,9 @@
 //! the payload encrypted per RFC 8291/8188 (`Content-Encoding: aes128gcm`)
 //! by `web-push-native` (pure RustCrypto: p256, hkdf, aes-gcm), and RFC 8292
 //! VAPID authorization ([`vapid`]), sent through a client that refuses
-//! non-public endpoints ([`client`]).
+//! non-public endpoints ([`client`]). What the push service's status means
+//! (retry, refused, subscription gone) is the retry policy's
+//! (`crate::retry::classify`).
 
 pub mod client;
 pub mod vapid;
