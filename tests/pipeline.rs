@@ -3,7 +3,7 @@
 
 use std::{num::NonZeroU64, sync::Arc, time::Duration};
 
-use common::queue::{RetryPolicy, amqp::AmqpConfig};
+use common::queue::amqp::AmqpConfig;
 use serde_json::{Value, json};
 
 use crate::{
@@ -136,13 +136,13 @@ impl Pipeline {
 /// the shared broker; nothing to do without a broker.
 pub async fn delete_topology(config: &notifier::Config) {
     if let Some(amqp) = config.backend.amqp() {
-        delete_queues(&amqp, &config.retry()).await;
+        delete_queues(&amqp, &config.retry().delays()).await;
     }
 }
 
-/// Removes the queues and exchanges of `amqp`'s prefix, with the retry
-/// queues of `retry`'s delays.
-pub async fn delete_queues(amqp: &AmqpConfig, retry: &RetryPolicy) {
+/// Removes the queues and exchanges of `amqp`'s prefix, with the delay
+/// queues of `delays`.
+pub async fn delete_queues(amqp: &AmqpConfig, delays: &[Duration]) {
     let Ok(conn) =
         lapin::Connection::connect(&amqp.url, lapin::ConnectionProperties::default()).await
     else {
@@ -151,7 +151,7 @@ pub async fn delete_queues(amqp: &AmqpConfig, retry: &RetryPolicy) {
     let Ok(channel) = conn.create_channel().await else {
         return;
     };
-    for queue in amqp.queues(retry) {
+    for queue in amqp.queues(delays) {
         let _ = channel.queue_delete(queue.into(), Default::default()).await;
     }
     for exchange in [amqp.exchange(), amqp.dead_letter_exchange()] {

@@ -1,6 +1,7 @@
 //! The messages ingest sends the notifier. Versioned and tagged
 //! (`"type": "notify.v1"`), so producer and consumer can be upgraded apart:
-//! a consumer rejects a type it does not know instead of misreading it.
+//! a consumer rejects a type it does not know instead of misreading it
+//! ([`JobDecodeError`], which keeps serde's error as its source).
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -72,10 +73,18 @@ impl Job {
         serde_json::to_vec(self).expect("jobs always serialise")
     }
 
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, serde_json::Error> {
-        serde_json::from_slice(bytes)
+    /// Reads a job from a queue message's bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, JobDecodeError> {
+        serde_json::from_slice(bytes).map_err(JobDecodeError)
     }
 }
+
+/// Why a message's bytes are not a job this consumer understands: not JSON,
+/// a type it does not know (a newer producer's), or a field it cannot read.
+/// serde's error, with the line and column, is the source.
+#[derive(Debug, thiserror::Error)]
+#[error("not a job this consumer understands")]
+pub struct JobDecodeError(#[source] pub serde_json::Error);
 
 #[cfg(test)]
 mod tests {
@@ -118,5 +127,17 @@ mod tests {
     fn unknown_job_types_are_refused() {
         let err = Job::from_bytes(br#"{"type":"notify.v9","eventId":"x"}"#);
         assert!(err.is_err());
+    }
+
+    /// The decoding error keeps serde's, which says what and where.
+    #[test]
+    fn a_decoding_error_keeps_serdes_error_as_its_source() {
+        let err = Job::from_bytes(b"{not json").expect_err("not a job");
+        let source = std::error::Error::source(&err).expect("a source");
+        let serde = source
+            .downcast_ref::<serde_json::Error>()
+            .expect("serde's error");
+        assert!(serde.is_syntax(), "{serde}");
+        assert_eq!(serde.line(), 1);
     }
 }

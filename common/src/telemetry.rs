@@ -6,6 +6,8 @@
 //! the request's span in ingest and on the job's span in the notifier, is a
 //! plain top-level field of every line the request causes: filter by it to
 //! follow one event from the API call through its job to each push.
+//!
+//! An error is logged with its causes ([`chain`]): `error = %chain(&e)`.
 
 use std::io::IsTerminal as _;
 
@@ -56,4 +58,41 @@ where
         .with_current_span(false)
         .with_span_list(false)
         .flatten_span_list_on_top_level(true)
+}
+
+/// Shows `error` with each of its causes, outermost first, separated by
+/// `: ` (as anyhow's `{:#}` does): for a log field, `error = %chain(&e)`,
+/// so the cause an error keeps as its source reaches the log line.
+pub fn chain<'a>(error: &'a (dyn std::error::Error + 'static)) -> impl std::fmt::Display + 'a {
+    Chain(error)
+}
+
+struct Chain<'a>(&'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, cause) in anyhow::Chain::new(self.0).enumerate() {
+            if i > 0 {
+                f.write_str(": ")?;
+            }
+            write!(f, "{cause}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod chain_tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("publishing failed")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn an_error_is_shown_with_its_causes() {
+        let err = Outer(std::io::Error::other("connection reset"));
+        assert_eq!(
+            super::chain(&err).to_string(),
+            "publishing failed: connection reset"
+        );
+    }
 }

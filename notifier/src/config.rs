@@ -14,12 +14,12 @@ use std::{
 use common::{
     config::{Backend, ConfigError, Secret, ServiceSettings, Sources, load, service_defaults},
     endpoint::AllowedOrigins,
-    queue::{ConsumeSettings, RetryPolicy},
+    queue::ConsumeSettings,
     telemetry::LogFormat,
 };
 use serde::Deserialize;
 
-use crate::push::webpush::vapid::VapidKey;
+use crate::{push::webpush::vapid::VapidKey, retry::RetryPolicy};
 
 const DEFAULTS: &str = include_str!("../config.default.toml");
 
@@ -45,12 +45,13 @@ pub struct Config {
     /// How long a project's device list is reused between jobs, in
     /// milliseconds; 0 reads it for every job.
     pub device_cache_ms: u64,
-    /// Delay before the first retry of a push that failed transiently, in
-    /// milliseconds; later retries double it.
+    /// Delay before the first retry of a failed push or job, in ms
+    /// ([`RetryPolicy::base`]).
     pub retry_base_ms: NonZeroU64,
-    /// Longest delay between two retries, in milliseconds.
+    /// Longest delay between two tries, and the cap on a push service's
+    /// `Retry-After`, in ms ([`RetryPolicy::max`]).
     pub retry_max_ms: u64,
-    /// Retries of a job after its first try; then it is dead-lettered.
+    /// Retries after the first try ([`RetryPolicy::max_retries`]).
     pub max_retries: u32,
     /// The lease on a claimed delivery, in seconds (at least 2): how long a
     /// crashed worker's deliveries wait before another worker sends them.
@@ -216,6 +217,7 @@ impl Config {
         Ok(self.vapid()?.map(|key| key.public_key()))
     }
 
+    /// The delivery retry policy these settings make (`crate::retry`).
     pub fn retry(&self) -> RetryPolicy {
         RetryPolicy {
             base: Duration::from_millis(self.retry_base_ms.get()),
@@ -228,7 +230,7 @@ impl Config {
     pub fn consume(&self) -> ConsumeSettings {
         ConsumeSettings {
             prefetch: self.prefetch,
-            retry: self.retry(),
+            delays: self.retry().delays(),
         }
     }
 

@@ -4,13 +4,14 @@
 //! retries and re-checks, and settle the event's notification state.
 //! Claims and outcomes of every job in hand are written in batches
 //! (`crate::batch`), and sends across jobs are bounded by the in-flight
-//! limit.
+//! limit. When to retry, and for how long to wait, is asked of the retry
+//! policy (`crate::retry`).
 
 use std::{num::NonZeroUsize, sync::Arc, time::Duration};
 
 use common::{
     jobs::{Job, NotifyJob},
-    queue::{JobQueue, QueueError, RetryPolicy},
+    queue::{JobQueue, QueueError},
     store::{
         Delivery, DeliveryClaim, Device, Event, NotificationState, Scope, Store, StoreError,
         lease::{ClaimKey, ClaimRequest},
@@ -28,13 +29,11 @@ use crate::{
     devices::DeviceCache,
     metrics::{NotifierMetrics, RetryLabels},
     push::PushProvider,
+    retry::{self, RetryPolicy},
 };
 
 /// Most claims, or outcomes, written in one store call.
 const BATCH: usize = 256;
-/// A re-check waits this much past the instant it waits for, so it does
-/// not arrive a hair early and find the lease still live.
-const RECHECK_MARGIN: Duration = Duration::from_millis(100);
 
 /// What the worker does with the job message once `deliver` is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,25 +45,16 @@ pub enum JobOutcome {
     DeadLetter,
 }
 
-/// Why a job could not be processed now; the worker retries it later.
+/// Why a job could not be processed now; the worker retries it later
+/// (whether it ever gives up is the retry policy's:
+/// [`retry::classify::is_transient`]). Each variant is the store's or the
+/// queue's error as it came, with its own source.
 #[derive(Debug, thiserror::Error)]
 pub enum DeliverError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
     Queue(#[from] QueueError),
-}
-
-impl DeliverError {
-    /// Whether waiting can fix it (the store or the broker is away or
-    /// refusing for now, as a broker under a resource alarm does), as
-    /// opposed to a job that fails the same way every time (a poison job).
-    pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            Self::Store(StoreError::Unavailable(_)) | Self::Queue(_)
-        )
-    }
 }
 
 /// What a [`Deliverer`] is made of.
@@ -136,7 +126,7 @@ impl Deliverer {
                 let request = ClaimRequest {
                     now: clock.now(),
                     lease,
-                    max_attempts: retry.max_retries + 1,
+                    max_attempts: retry.max_attempts(),
                 };
                 async move { store.claim_deliveries(&keys, &request).await }
             })
@@ -196,7 +186,7 @@ impl Deliverer {
         // One delay for every device of this job that needs a retry: the
         // deliveries record it as their earliest next try, and the retry
         // job is published with it.
-        let retry_delay = self.retry.delay_with_jitter(job.attempt + 1);
+        let retry_delay = self.retry.push_backoff(job.attempt + 1);
         // Collected first: a lazily mapped stream of borrowing futures trips
         // the compiler's Send inference for spawned tasks.
         let sends: Vec<_> = devices
@@ -237,7 +227,7 @@ impl Deliverer {
             );
         }
         if let Some(until) = wait_until {
-            let delay = (until - self.clock.now()).to_std().unwrap_or_default() + RECHECK_MARGIN;
+            let delay = retry::recheck_delay(until, self.clock.now());
             self.again(job, job.attempt, wait, delay, "lease").await?;
             tracing::info!(
                 delay_ms = delay.as_millis() as u64,

@@ -3,7 +3,8 @@
 //!
 //! A job goes: the queue's consumer ([`common::queue::JobConsumer`]) →
 //! [`worker`] (the consume loop) → [`deliver`] (what one job does) → a
-//! provider in [`push`]. [`metrics`] is what is counted and [`http`] the port
+//! provider in [`push`]. [`retry`] decides, for all of them, what is tried
+//! again and when. [`metrics`] is what is counted and [`http`] the port
 //! that serves it with the health checks. [`Worker`] runs that chain on any
 //! queue pair: the RabbitMQ one of a `notifier` process ([`serve`], which
 //! the binary runs, and [`start`], which the tests run on a store of their
@@ -17,6 +18,7 @@ mod devices;
 mod http;
 pub mod metrics;
 pub mod push;
+pub mod retry;
 pub mod worker;
 
 use std::{net::SocketAddr, sync::Arc};

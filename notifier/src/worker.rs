@@ -1,14 +1,18 @@
 //! The consume loop: takes received jobs, processes up to `concurrency` at
 //! once, and settles each message only after its deliveries are recorded
 //! (ack, dead-letter, or requeue). On stop it takes nothing new, gives back
-//! the jobs it had not started, and waits for the ones in hand.
+//! the jobs it had not started, and waits for the ones in hand. What
+//! happens to a job that failed (again after a delay, or dead-lettered) is
+//! the retry policy's decision (`crate::retry`); errors are logged with
+//! their causes.
 
-use std::{num::NonZeroUsize, sync::Arc, time::Duration};
+use std::{num::NonZeroUsize, sync::Arc};
 
 use common::{
     jobs::{Job, NotifyJob},
     queue::{JobConsumer, Received},
     store::NotificationState,
+    telemetry::chain,
 };
 use tokio::{
     sync::{Semaphore, watch},
@@ -19,6 +23,7 @@ use tracing::Instrument as _;
 use crate::{
     deliver::{DeliverError, Deliverer, JobOutcome},
     metrics::{DeadLetterLabels, RetryLabels},
+    retry::classify,
 };
 
 /// Runs jobs from `consumer` until it runs dry or `stop` turns true, then
@@ -58,7 +63,7 @@ pub async fn run(
     let returned = left.len();
     for received in left {
         if let Err(e) = received.acker.requeue().await {
-            tracing::warn!(error = %e, "could not give a job back; the broker will redeliver it");
+            tracing::warn!(error = %chain(&e), "could not give a job back; the broker will redeliver it");
         }
     }
     let in_hand = tasks.len();
@@ -78,8 +83,8 @@ async fn process(deliverer: &Deliverer, received: Received) {
     metrics.jobs_consumed.inc();
     let job = match job {
         Ok(Job::NotifyV1(job)) => job,
-        Err(reason) => {
-            tracing::error!(%reason, "unreadable job; dead-lettering it");
+        Err(e) => {
+            tracing::error!(reason = %chain(&e), "unreadable job; dead-lettering it");
             dead_lettered(deliverer, "unreadable");
             let _ = acker.dead_letter().await;
             return;
@@ -108,7 +113,7 @@ async fn process(deliverer: &Deliverer, received: Received) {
             },
         };
         if let Err(e) = settled {
-            tracing::warn!(error = %e, "could not settle the job message; it will be redelivered");
+            tracing::warn!(error = %chain(&e), "could not settle the job message; it will be redelivered");
         }
     }
     .instrument(span)
@@ -125,16 +130,17 @@ enum Failed {
     Poison,
 }
 
-/// Decides and arranges what happens to a job after `error`. Nothing is
-/// lost by retrying: claims make the next attempt skip what was sent.
+/// Arranges what the retry policy decides for a job after `error`. Nothing
+/// is lost by retrying: claims make the next attempt skip what was sent.
 /// An outage (store or broker unavailable) is waited out however long it
 /// lasts, with capped backoff; any other error is the same next time, so
 /// past `max_retries` the job is dead-lettered, its event marked failed,
 /// and the poison counted.
 async fn failed(deliverer: &Deliverer, job: &NotifyJob, error: &DeliverError) -> Failed {
     let failures = job.failures + 1;
-    if !error.is_transient() && failures > deliverer.retry.max_retries {
-        tracing::error!(error = %error, failures, "job keeps failing; dead-lettering it");
+    let policy = &deliverer.retry;
+    if policy.gives_up_on_error(failures, classify::is_transient(error)) {
+        tracing::error!(error = %chain(error), failures, "job keeps failing; dead-lettering it");
         dead_lettered(deliverer, "poison");
         let event = deliverer
             .store
@@ -147,19 +153,16 @@ async fn failed(deliverer: &Deliverer, job: &NotifyJob, error: &DeliverError) ->
             )
             .await;
         if let Err(e) = event {
-            tracing::warn!(error = %e, "could not mark the poisoned event failed");
+            tracing::warn!(error = %chain(&e), "could not mark the poisoned event failed");
         }
         return Failed::Poison;
     }
-    tracing::warn!(error = %error, failures, "job failed; it will be retried");
+    tracing::warn!(error = %chain(error), failures, "job failed; it will be retried");
     let again = Job::NotifyV1(NotifyJob {
         failures,
         ..job.clone()
     });
-    let delay = deliverer
-        .retry
-        .delay_with_jitter(failures)
-        .max(Duration::from_millis(100));
+    let delay = policy.error_delay(failures);
     match deliverer.queue.publish_delayed(&again, delay).await {
         Ok(()) => {
             deliverer
@@ -169,7 +172,10 @@ async fn failed(deliverer: &Deliverer, job: &NotifyJob, error: &DeliverError) ->
                 .inc();
             Failed::Again
         }
-        Err(_) => Failed::GiveBack,
+        Err(e) => {
+            tracing::warn!(error = %chain(&e), "could not schedule the retry; giving the job back");
+            Failed::GiveBack
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use common::{
     jobs::Job,
-    queue::{JobQueue, RetryPolicy, local},
+    queue::{JobQueue, local},
     store::{
         ApnsEnvironment, DeliveryState, DeviceRegistration, Event, NotificationState, Scope, Store,
         lease::ClaimRequest, sqlite::SqliteStore,
@@ -27,6 +27,7 @@ use notifier::{
     deliver::{Deliverer, Parts},
     metrics::NotifierMetrics,
     push::{Push, PushOutcome, PushProvider},
+    retry::RetryPolicy,
     worker,
 };
 use serde_json::Map;

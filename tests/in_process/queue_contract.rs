@@ -12,8 +12,7 @@ use std::{
 use common::{
     jobs::Job,
     queue::{
-        self, ConsumeSettings, JobConsumer, JobQueue, QueueConfig, Received, RetryPolicy,
-        amqp::AmqpConfig,
+        self, ConsumeSettings, JobConsumer, JobQueue, QueueConfig, Received, amqp::AmqpConfig,
     },
     store::Scope,
 };
@@ -50,14 +49,14 @@ macro_rules! for_each_queue {
 
 const WAIT: Duration = Duration::from_secs(20);
 
-const SETTINGS: ConsumeSettings = ConsumeSettings {
-    prefetch: NonZeroU16::new(8).expect("non-zero"),
-    retry: RetryPolicy {
-        base: Duration::from_millis(300),
-        max: Duration::from_millis(1200),
-        max_retries: 3,
-    },
-};
+/// A small prefetch, and the delays of a policy of 300 ms doubling to
+/// 1200 ms for three retries.
+fn settings() -> ConsumeSettings {
+    ConsumeSettings {
+        prefetch: NonZeroU16::new(8).expect("non-zero"),
+        delays: [300, 600, 1200].map(Duration::from_millis).to_vec(),
+    }
+}
 
 /// A queue of the test's own: for RabbitMQ, a topology under a fresh prefix.
 fn config(kind: QueueKind) -> QueueConfig {
@@ -100,7 +99,7 @@ async fn arrives_within(consumer: &mut Box<dyn JobConsumer>, wait: Duration) -> 
 /// Opens a pair and starts its consumer (for RabbitMQ, once it consumes).
 async fn started(config: &QueueConfig) -> (Arc<dyn JobQueue>, Box<dyn JobConsumer>) {
     let (producer, mut consumer) = queue::open(config);
-    consumer.start(SETTINGS);
+    consumer.start(settings());
     let readiness = consumer.readiness();
     eventually(WAIT, "the consumer to be ready", async || {
         readiness.is_ready().then_some(())
@@ -313,7 +312,7 @@ async fn only_a_started_consumers_producer_publishes_delayed_jobs() {
 /// Removes a RabbitMQ test's queues and exchanges.
 async fn delete_topology(config: &QueueConfig) {
     if let QueueConfig::Amqp(amqp) = config {
-        tocsin_tests::pipeline::delete_queues(amqp, &SETTINGS.retry).await;
+        tocsin_tests::pipeline::delete_queues(amqp, &settings().delays).await;
     }
 }
 
@@ -363,12 +362,15 @@ async fn ingest_declares_what_it_publishes_to_and_no_retry_queues() {
         tocsin_tests::test_notifier_config().retry(),
         notifier::Config::defaults().retry(),
     ];
-    for delay in policies.iter().flat_map(RetryPolicy::levels) {
+    for delay in policies
+        .iter()
+        .flat_map(notifier::retry::RetryPolicy::delays)
+    {
         let retry = amqp.retry_queue(delay);
         assert!(!queue_exists(&conn, &retry).await, "{retry} was declared");
     }
     let _ = conn.close(200, "done".into()).await;
     for policy in &policies {
-        tocsin_tests::pipeline::delete_queues(&amqp, policy).await;
+        tocsin_tests::pipeline::delete_queues(&amqp, &policy.delays()).await;
     }
 }

@@ -53,19 +53,15 @@ fn received(job: &Job) -> Received {
     }
 }
 
-fn stopped() -> QueueError {
-    QueueError::Unavailable("the in-process worker has stopped".into())
-}
-
 #[async_trait]
 impl JobQueue for LocalQueue {
     async fn publish(&self, job: &Job) -> Result<(), QueueError> {
-        self.tx.send(received(job)).map_err(|_| stopped())
+        self.tx.send(received(job)).map_err(|_| QueueError::Stopped)
     }
 
     async fn publish_delayed(&self, job: &Job, delay: Duration) -> Result<(), QueueError> {
         if self.tx.is_closed() {
-            return Err(stopped());
+            return Err(QueueError::Stopped);
         }
         let tx = self.tx.clone();
         let job = job.clone();

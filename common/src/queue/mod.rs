@@ -5,6 +5,12 @@
 //! quorum queue, persistent messages, publisher confirms, delayed retry
 //! queues, a dead-letter queue) or the in-process queue of the embedded
 //! single-binary mode ([`local`]).
+//!
+//! The queue decides nothing about retries: it holds a job back for the
+//! delays it is given ([`ConsumeSettings::delays`]), and the notifier's
+//! retry policy (`notifier::retry`) decides which delays those are and when
+//! a job is published again. Its errors ([`QueueError`]) keep the broker's
+//! error as their source.
 
 pub mod amqp;
 pub mod local;
@@ -19,9 +25,8 @@ use std::{
 };
 
 use async_trait::async_trait;
-use rand::Rng as _;
 
-use crate::jobs::Job;
+use crate::jobs::{Job, JobDecodeError};
 
 /// Which queue carries the jobs.
 #[derive(Debug, Clone)]
@@ -50,15 +55,47 @@ pub fn open(config: &QueueConfig) -> (Arc<dyn JobQueue>, Box<dyn JobConsumer>) {
     }
 }
 
-/// Why a job could not be handed to the queue.
+/// Why the queue could not take, or settle, a job. Each variant says what
+/// failed; the broker's own error, when there is one, is its
+/// [`source`](std::error::Error::source), so a log line with the chain
+/// (`common::telemetry::chain`) shows both.
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
-    /// The broker cannot be reached, or did not confirm in time.
-    #[error("queue unavailable: {0}")]
-    Unavailable(String),
-    /// The broker refused the message (a negative confirm).
-    #[error("queue refused the job: {0}")]
-    Refused(String),
+    /// The broker failed `action` (connecting, publishing, settling): it is
+    /// down, unreachable, or closed the channel.
+    #[error("queue unavailable: {action} failed")]
+    Broker {
+        /// What was being done, in a few words ("connecting to the broker").
+        action: &'static str,
+        #[source]
+        source: lapin::Error,
+    },
+    /// The broker did not answer `action` within the configured timeout.
+    #[error("queue unavailable: {action} timed out")]
+    TimedOut {
+        action: &'static str,
+        #[source]
+        source: tokio::time::error::Elapsed,
+    },
+    /// A connection attempt failed moments ago: publishes fail at once
+    /// until the pause is over instead of each waiting for its own attempt.
+    #[error("queue unavailable: broker unreachable (retrying shortly)")]
+    Reconnecting,
+    /// The in-process worker has stopped (the process is shutting down).
+    #[error("queue unavailable: the in-process worker has stopped")]
+    Stopped,
+    /// The broker refused the message (a negative publisher confirm).
+    #[error("queue refused the job: the broker did not confirm the message")]
+    Nacked,
+    /// The channel does not confirm publishes, so nothing can be promised.
+    #[error("queue refused the job: publisher confirms are off")]
+    ConfirmsOff,
+    /// A delayed publish through a producer whose consumer was never
+    /// started: no retry queues were declared to hold it.
+    #[error(
+        "queue refused the job: no retry queues: delayed jobs go through a started consumer's producer"
+    )]
+    NoRetryQueues,
 }
 
 /// Hands jobs to the queue. `Ok` means the queue has taken responsibility
@@ -77,12 +114,15 @@ pub trait JobQueue: Send + Sync + 'static {
 }
 
 /// How a consumer takes jobs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumeSettings {
     /// Most jobs received and not yet settled at once.
     pub prefetch: NonZeroU16,
-    /// The delays failed jobs wait before they are tried again.
-    pub retry: RetryPolicy,
+    /// Every delay a job may be published with ([`JobQueue::publish_delayed`]),
+    /// shortest first: the retry policy's distinct delays
+    /// (`notifier::retry::RetryPolicy::delays`). RabbitMQ declares one delay
+    /// queue for each.
+    pub delays: Vec<Duration>,
 }
 
 /// Takes jobs from the queue: started once, read until stopped, then
@@ -138,65 +178,31 @@ pub trait Acknowledge: Send + Sync {
 /// A job taken from the queue, with the means to settle it.
 pub struct Received {
     /// The job, or why its bytes are not a job this worker understands.
-    pub job: Result<Job, String>,
+    pub job: Result<Job, JobDecodeError>,
     /// Whether the queue delivered it before (to another worker that died).
     pub redelivered: bool,
     pub acker: Box<dyn Acknowledge>,
 }
 
-/// How failed deliveries are retried: exponential backoff with jitter,
-/// capped, for a bounded number of attempts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Delay before the first retry.
-    pub base: Duration,
-    /// Longest delay between two tries.
-    pub max: Duration,
-    /// Retries after the first try; past them the job is dead-lettered.
-    pub max_retries: u32,
-}
-
-impl RetryPolicy {
-    /// The delay before retry number `retry` (1-based), without jitter.
-    pub fn delay(&self, retry: u32) -> Duration {
-        let factor = 2u32.saturating_pow(retry.saturating_sub(1));
-        self.base.saturating_mul(factor).min(self.max)
-    }
-
-    /// The delay before retry `retry`, less up to a quarter at random, so
-    /// retries of many jobs failing together spread out.
-    pub fn delay_with_jitter(&self, retry: u32) -> Duration {
-        let full = self.delay(retry);
-        full.mul_f64(1.0 - rand::rng().random_range(0.0..0.25))
-    }
-
-    /// Every distinct delay the policy can ask for, shortest first.
-    pub fn levels(&self) -> Vec<Duration> {
-        let mut levels: Vec<Duration> = (1..=self.max_retries.max(1))
-            .map(|r| self.delay(r))
-            .collect();
-        levels.dedup();
-        levels
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::error::Error as _;
+
     use super::*;
 
+    /// The broker's error survives as the source, for the log line to show
+    /// and for a caller to inspect.
     #[test]
-    fn delays_double_up_to_the_cap() {
-        let policy = RetryPolicy {
-            base: Duration::from_secs(1),
-            max: Duration::from_secs(10),
-            max_retries: 6,
+    fn a_broker_failure_keeps_the_brokers_error_as_its_source() {
+        let err = QueueError::Broker {
+            action: "publishing",
+            source: lapin::Error::from(std::io::Error::other("connection reset")),
         };
-        let delays: Vec<u64> = (1..=6).map(|r| policy.delay(r).as_secs()).collect();
-        assert_eq!(delays, vec![1, 2, 4, 8, 10, 10]);
-        assert_eq!(policy.levels().len(), 5);
-        for r in 1..=6 {
-            let jittered = policy.delay_with_jitter(r);
-            assert!(jittered <= policy.delay(r) && jittered >= policy.delay(r).mul_f64(0.75));
-        }
+        assert_eq!(err.to_string(), "queue unavailable: publishing failed");
+        let source = err.source().expect("a source");
+        assert!(
+            source.downcast_ref::<lapin::Error>().is_some(),
+            "{source:?}"
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! One push of a job: wait for an in-flight permit, claim the delivery
 //! (in the claims' batch), send it within half the lease, and record the
 //! outcome (in the outcomes' batch) if the claim is still this worker's.
+//! Whether a failed push is sent again, and when, is the retry policy's
+//! (`crate::retry`).
 
 use std::time::Duration;
 
@@ -11,6 +13,7 @@ use super::{DeliverError, Deliverer};
 use crate::{
     metrics::{ProviderLabels, PushLabels},
     push::{Alert, Push, PushOutcome},
+    retry::classify,
 };
 
 /// How one delivery went, for the job.
@@ -88,7 +91,7 @@ impl Deliverer {
             lease_until: None,
             updated_at: now,
         };
-        let can_retry = attempt <= self.retry.max_retries;
+        let can_retry = self.retry.can_retry_push(attempt);
         self.count_push(match &outcome {
             PushOutcome::Delivered { .. } => "delivered",
             PushOutcome::DeviceGone { .. } => "device_gone",
@@ -115,11 +118,7 @@ impl Deliverer {
                 Sent::Final
             }
             PushOutcome::Retry { reason, after } if can_retry => {
-                // Never sooner than the push service asked, never later than
-                // the longest delay the retry settings allow.
-                let delay = after.map_or(retry_delay, |after| {
-                    retry_delay.max(after.min(self.retry.max))
-                });
+                let delay = self.retry.push_delay(retry_delay, after);
                 record.state = DeliveryState::Retrying;
                 record.error = Some(reason);
                 record.lease_until =
@@ -160,10 +159,7 @@ impl Deliverer {
         let limit = self.lease / 2;
         match tokio::time::timeout(limit, self.provider.send(push)).await {
             Ok(outcome) => outcome,
-            Err(_) => PushOutcome::Retry {
-                reason: format!("no answer within {} ms", limit.as_millis()),
-                after: None,
-            },
+            Err(_) => classify::unanswered(format!("no answer within {} ms", limit.as_millis())),
         }
     }
 

@@ -3,7 +3,9 @@
 //! ([`fcm::FcmProvider`]), a logging provider for a kind whose credentials
 //! are not configured ([`logging::LoggingProvider`]), and recording
 //! providers in tests (a2 cannot be pointed at a local server). [`Router`]
-//! picks the provider of each device's kind.
+//! picks the provider of each device's kind. A provider reads its
+//! service's answer into a [`PushOutcome`], of the class the retry policy
+//! (`crate::retry::classify`) gives it.
 
 pub mod apns;
 pub mod fcm;

@@ -28,8 +28,11 @@ use lapin::{
     types::DeliveryTag,
 };
 
-use super::unavailable;
-use crate::queue::{Acknowledge, QueueError};
+use super::broker;
+use crate::{
+    queue::{Acknowledge, QueueError},
+    telemetry::chain,
+};
 
 /// How long a done job waits for the jobs below it before it is
 /// acknowledged on its own.
@@ -122,14 +125,14 @@ impl Window {
                     .ack(BasicAckOptions { multiple: true })
                     .await
                     .map(drop)
-                    .map_err(unavailable);
+                    .map_err(broker("acknowledging jobs"));
             }
             for single in &acks.single {
                 let sent = single
                     .ack(BasicAckOptions::default())
                     .await
                     .map(drop)
-                    .map_err(unavailable);
+                    .map_err(broker("acknowledging a job"));
                 result = result.and(sent);
             }
             result.map(|()| acks.waiting)
@@ -154,7 +157,7 @@ impl Window {
             tokio::time::sleep(HOLD).await;
             *window.scheduled.lock().unwrap_or_else(|e| e.into_inner()) = false;
             if let Err(e) = window.flush(false).await {
-                tracing::warn!(error = %e, "could not acknowledge jobs; the broker will redeliver them");
+                tracing::warn!(error = %chain(&e), "could not acknowledge jobs; the broker will redeliver them");
             }
         });
     }
@@ -174,7 +177,7 @@ struct WindowAck {
 impl WindowAck {
     /// Settles this job on its own with `settle`, then lets the run above
     /// it go: it leaves the window only once its own frame is sent.
-    async fn alone<F, Fut>(&self, settle: F) -> Result<(), QueueError>
+    async fn alone<F, Fut>(&self, action: &'static str, settle: F) -> Result<(), QueueError>
     where
         F: FnOnce(Acker) -> Fut,
         Fut: std::future::Future<Output = lapin::Result<bool>>,
@@ -183,7 +186,7 @@ impl WindowAck {
         let Some(acker) = acker else {
             return Ok(());
         };
-        let sent = settle(acker).await.map(drop).map_err(unavailable);
+        let sent = settle(acker).await.map(drop).map_err(broker(action));
         self.window.remove(self.tag);
         let flushed = self.window.flush(false).await;
         sent.and(flushed)
@@ -200,12 +203,14 @@ impl Acknowledge for WindowAck {
     }
 
     async fn dead_letter(&self) -> Result<(), QueueError> {
-        self.alone(|acker| async move { acker.reject(BasicRejectOptions { requeue: false }).await })
-            .await
+        self.alone("dead-lettering a job", |acker| async move {
+            acker.reject(BasicRejectOptions { requeue: false }).await
+        })
+        .await
     }
 
     async fn requeue(&self) -> Result<(), QueueError> {
-        self.alone(|acker| async move {
+        self.alone("giving a job back", |acker| async move {
             acker
                 .nack(BasicNackOptions {
                     requeue: true,

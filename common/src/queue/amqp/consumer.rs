@@ -1,6 +1,9 @@
 //! Consuming: a background task owns the connection, reconnects after
-//! failures, and hands each delivery over with the means to settle it
-//! (through the channel's ack window, `super::acks`).
+//! failures (its own backoff, [`RECONNECT_FIRST`] doubling to
+//! [`RECONNECT_MAX`]: reaching the broker, not retrying deliveries, which the
+//! notifier's retry policy decides), and hands each delivery over, decoded,
+//! with the means to settle it (through the channel's ack window,
+//! `super::acks`).
 
 use std::{sync::Arc, time::Duration};
 
@@ -19,7 +22,15 @@ use super::{Shared, acks::Window, topology::connect};
 use crate::{
     jobs::Job,
     queue::{ConsumeSettings, JobConsumer, Readiness, Received},
+    telemetry::chain,
 };
+
+/// The wait after the first failed attempt to reach the broker; it doubles
+/// after each further failure.
+const RECONNECT_FIRST: Duration = Duration::from_millis(100);
+/// The longest wait between two attempts to reach the broker, so a broker
+/// that comes back is found within about this long.
+const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
 /// Takes jobs from `<prefix>.notify` through a background task that owns
 /// the connection.
@@ -46,7 +57,7 @@ impl JobConsumer for AmqpConsumer {
         if self.running.is_some() {
             return;
         }
-        let _ = self.shared.retry.set(settings.retry);
+        let _ = self.shared.delays.set(settings.delays.clone());
         let (tx, rx) = mpsc::channel(usize::from(settings.prefetch.get()));
         let (stop, stopped) = watch::channel(false);
         let (release, released) = oneshot::channel();
@@ -112,18 +123,18 @@ async fn consume(
 ) {
     let config = &shared.config;
     let prefetch = settings.prefetch.get();
-    let mut backoff = Duration::from_millis(100);
+    let mut backoff = RECONNECT_FIRST;
     loop {
         if *stop.borrow() {
             return;
         }
         let opened =
-            tokio::time::timeout(config.timeout, connect(config, Some(&settings.retry))).await;
+            tokio::time::timeout(config.timeout, connect(config, Some(&settings.delays))).await;
         let (conn, channel) = match opened {
             Ok(Ok(link)) => link,
             failed => {
                 let cause = match failed {
-                    Ok(Err(e)) => e.to_string(),
+                    Ok(Err(e)) => chain(&e).to_string(),
                     _ => "timed out".into(),
                 };
                 tracing::warn!(
@@ -135,11 +146,11 @@ async fn consume(
                     _ = tokio::time::sleep(backoff) => {}
                     _ = stop.changed() => {}
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(5));
+                backoff = (backoff * 2).min(RECONNECT_MAX);
                 continue;
             }
         };
-        backoff = Duration::from_millis(100);
+        backoff = RECONNECT_FIRST;
         let consumer = async {
             channel
                 .basic_qos(prefetch, BasicQosOptions::default())
@@ -156,7 +167,7 @@ async fn consume(
         let mut consumer = match consumer.await {
             Ok(c) => c,
             Err(e) => {
-                tracing::warn!(error = %e, "cannot start consuming");
+                tracing::warn!(error = %chain(&e), "cannot start consuming");
                 continue;
             }
         };
@@ -170,7 +181,7 @@ async fn consume(
                 next = consumer.next() => match next {
                     Some(Ok(delivery)) => {
                         let received = Received {
-                            job: Job::from_bytes(&delivery.data).map_err(|e| e.to_string()),
+                            job: Job::from_bytes(&delivery.data),
                             redelivered: delivery.redelivered,
                             acker: window.track(delivery.acker, delivery.delivery_tag),
                         };
@@ -180,7 +191,7 @@ async fn consume(
                         }
                     }
                     Some(Err(e)) => {
-                        tracing::warn!(error = %e, "consumer failed; reconnecting");
+                        tracing::warn!(error = %chain(&e), "consumer failed; reconnecting");
                         break false;
                     }
                     None => {
@@ -199,7 +210,7 @@ async fn consume(
             // prefetched and not given out returns to the queue as it closes.
             let _ = released.await;
             if let Err(e) = window.flush(true).await {
-                tracing::warn!(error = %e, "could not acknowledge the last jobs; the broker will redeliver them");
+                tracing::warn!(error = %chain(&e), "could not acknowledge the last jobs; the broker will redeliver them");
             }
             let _ = conn.close(200, "shutting down".into()).await;
             return;

@@ -5,8 +5,10 @@
 //!   `<prefix>` (direct) → quorum queue `<prefix>.notify`, whose rejected or
 //!   too-often-redelivered messages go to exchange `<prefix>.dlx` → quorum
 //!   queue `<prefix>.notify.dead`;
-//! - by the consumer, from its retry policy: one delay queue per retry
-//!   delay, `<prefix>.notify.retry.<ms>ms`, with no consumer: messages wait
+//! - by the consumer, from the delays it was started with
+//!   ([`ConsumeSettings::delays`](super::ConsumeSettings::delays), the
+//!   notifier's retry delays): one delay queue per delay,
+//!   `<prefix>.notify.retry.<ms>ms`, with no consumer: messages wait
 //!   there until their TTL runs out and are then dead-lettered back to
 //!   `<prefix>` / `notify`. The producer of the consumer's pair publishes
 //!   the delayed copies into them.
@@ -29,7 +31,7 @@ use std::{
 use tokio::sync::Mutex;
 
 pub use self::{consumer::AmqpConsumer, producer::AmqpQueue};
-use super::{QueueError, Readiness, RetryPolicy};
+use super::{QueueError, Readiness};
 
 /// Routing key of notify jobs.
 const NOTIFY: &str = "notify";
@@ -70,30 +72,31 @@ impl AmqpConfig {
     pub fn retry_queue(&self, delay: Duration) -> String {
         format!("{}.notify.retry.{}ms", self.prefix, delay.as_millis())
     }
-    /// Every queue name this topology uses with `retry`'s delays.
-    pub fn queues(&self, retry: &RetryPolicy) -> Vec<String> {
+    /// Every queue name this topology uses with delay queues for `delays`.
+    pub fn queues(&self, delays: &[Duration]) -> Vec<String> {
         let mut names = vec![self.queue(), self.dead_letter_queue()];
-        names.extend(retry.levels().into_iter().map(|d| self.retry_queue(d)));
+        names.extend(delays.iter().map(|d| self.retry_queue(*d)));
         names
     }
 }
 
-fn unavailable(e: impl std::fmt::Display) -> QueueError {
-    QueueError::Unavailable(e.to_string())
+/// The error of a broker operation that failed, naming what was being done.
+fn broker(action: &'static str) -> impl FnOnce(lapin::Error) -> QueueError {
+    move |source| QueueError::Broker { action, source }
 }
 
-/// What both ends of a pair know: where the broker is, and the consumer's
-/// retry delays once it is started.
+/// What both ends of a pair know: where the broker is, and the delays of
+/// the consumer's delay queues once it is started.
 struct Shared {
     config: AmqpConfig,
-    retry: OnceLock<RetryPolicy>,
+    delays: OnceLock<Vec<Duration>>,
 }
 
 /// Creates both ends of a RabbitMQ queue; neither connects yet.
 pub fn open(config: AmqpConfig) -> (AmqpQueue, AmqpConsumer) {
     let shared = Arc::new(Shared {
         config,
-        retry: OnceLock::new(),
+        delays: OnceLock::new(),
     });
     let consumer = AmqpConsumer {
         shared: Arc::clone(&shared),

@@ -1,5 +1,6 @@
 //! Publishing: one connection and channel, opened on first use and again
-//! after a failure, each publish persistent and confirmed.
+//! after a failure, each publish persistent and confirmed. A failure is a
+//! [`QueueError`] that keeps lapin's error (or the timeout) as its source.
 
 use std::{
     sync::Arc,
@@ -10,7 +11,7 @@ use async_trait::async_trait;
 use lapin::{BasicProperties, Channel, Confirmation, Connection, options::BasicPublishOptions};
 use tokio::sync::Mutex;
 
-use super::{AmqpConfig, NOTIFY, Shared, topology::connect, unavailable};
+use super::{AmqpConfig, NOTIFY, Shared, broker, topology::connect};
 use crate::{
     jobs::Job,
     queue::{JobQueue, QueueError},
@@ -63,31 +64,30 @@ impl AmqpQueue {
             .map(|t| t.is_some_and(|at| at.elapsed() < RECONNECT_PAUSE))
             .unwrap_or(false);
         if paused {
-            return Err(QueueError::Unavailable(
-                "broker unreachable (retrying shortly)".into(),
-            ));
+            return Err(QueueError::Reconnecting);
         }
         let config = self.config();
-        let opened = connect(config, self.shared.retry.get());
-        match tokio::time::timeout(config.timeout, opened).await {
+        let opened = connect(config, self.shared.delays.get().map(Vec::as_slice));
+        const ACTION: &str = "connecting to the broker";
+        let failed = match tokio::time::timeout(config.timeout, opened).await {
             Ok(Ok((conn, channel))) => {
                 let link = Arc::new(Link {
                     _conn: conn,
                     channel,
                 });
                 *guard = Some(Arc::clone(&link));
-                Ok(link)
+                return Ok(link);
             }
-            outcome => {
-                if let Ok(mut last) = self.last_failure.lock() {
-                    *last = Some(Instant::now());
-                }
-                Err(match outcome {
-                    Ok(Err(e)) => unavailable(e),
-                    _ => QueueError::Unavailable("connecting to the broker timed out".into()),
-                })
-            }
+            Ok(Err(source)) => broker(ACTION)(source),
+            Err(source) => QueueError::TimedOut {
+                action: ACTION,
+                source,
+            },
+        };
+        if let Ok(mut last) = self.last_failure.lock() {
+            *last = Some(Instant::now());
         }
+        Err(failed)
     }
 
     async fn send(
@@ -114,14 +114,13 @@ impl AmqpQueue {
         .await;
         let outcome = match confirmed {
             Ok(Ok(Confirmation::Ack(_))) => return Ok(()),
-            Ok(Ok(Confirmation::Nack(_))) => {
-                QueueError::Refused("the broker did not confirm the message".into())
-            }
-            Ok(Ok(Confirmation::NotRequested)) => {
-                QueueError::Refused("publisher confirms are off".into())
-            }
-            Ok(Err(e)) => unavailable(e),
-            Err(_) => QueueError::Unavailable("no publisher confirm in time".into()),
+            Ok(Ok(Confirmation::Nack(_))) => QueueError::Nacked,
+            Ok(Ok(Confirmation::NotRequested)) => QueueError::ConfirmsOff,
+            Ok(Err(source)) => broker("publishing")(source),
+            Err(source) => QueueError::TimedOut {
+                action: "the publisher confirm",
+                source,
+            },
         };
         // Start afresh next time: the channel may be broken.
         *self.link.lock().await = None;
@@ -137,14 +136,11 @@ impl JobQueue for AmqpQueue {
     }
 
     async fn publish_delayed(&self, job: &Job, delay: Duration) -> Result<(), QueueError> {
-        let Some(retry) = self.shared.retry.get() else {
-            return Err(QueueError::Refused(
-                "no retry queues: delayed jobs go through a started consumer's producer".into(),
-            ));
+        let Some(levels) = self.shared.delays.get() else {
+            return Err(QueueError::NoRetryQueues);
         };
         // The shortest delay queue that waits at least `delay`; the message's
         // own expiration (jittered by the caller) can only shorten it.
-        let levels = retry.levels();
         let level = levels
             .iter()
             .copied()

@@ -1,6 +1,8 @@
 //! The broker's side of the queue: connecting with publisher confirms and
 //! declaring the exchanges and queues, idempotently, on every connection.
 
+use std::time::Duration;
+
 use lapin::{
     Channel, Connection, ConnectionProperties, ExchangeKind,
     options::{
@@ -10,7 +12,6 @@ use lapin::{
 };
 
 use super::{AmqpConfig, NOTIFY};
-use crate::queue::RetryPolicy;
 
 /// Redeliveries after which a message that keeps killing workers is
 /// dead-lettered by the broker (quorum queues count them).
@@ -29,10 +30,10 @@ fn text(s: &str) -> AMQPValue {
 }
 
 /// Connects, opens a channel with publisher confirms, declares the topology
-/// (with the retry queues when `retry` is given).
+/// (with a delay queue for each of `delays` when they are given).
 pub(super) async fn connect(
     config: &AmqpConfig,
-    retry: Option<&RetryPolicy>,
+    delays: Option<&[Duration]>,
 ) -> lapin::Result<(Connection, Channel)> {
     let props = ConnectionProperties::default().with_connection_name("tocsin".into());
     let conn = Connection::connect(&config.url, props).await?;
@@ -41,8 +42,8 @@ pub(super) async fn connect(
         .confirm_select(ConfirmSelectOptions::default())
         .await?;
     declare(&channel, config).await?;
-    if let Some(retry) = retry {
-        declare_retry_queues(&channel, config, retry).await?;
+    if let Some(delays) = delays {
+        declare_retry_queues(&channel, config, delays).await?;
     }
     Ok((conn, channel))
 }
@@ -112,17 +113,17 @@ async fn declare(channel: &Channel, config: &AmqpConfig) -> lapin::Result<()> {
     Ok(())
 }
 
-/// One delay queue per delay `retry` can ask for.
+/// One delay queue per delay a job may be published with.
 async fn declare_retry_queues(
     channel: &Channel,
     config: &AmqpConfig,
-    retry: &RetryPolicy,
+    delays: &[Duration],
 ) -> lapin::Result<()> {
     let durable_queue = QueueDeclareOptions {
         durable: true,
         ..Default::default()
     };
-    for delay in retry.levels() {
+    for &delay in delays {
         // Classic queues: per-message TTL expiry is their long-standing
         // feature, and nothing consumes them.
         channel

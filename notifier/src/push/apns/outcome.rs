@@ -1,45 +1,23 @@
 //! What APNs' answer means for a delivery: a2's responses and errors (also
-//! those raised before anything was sent) classified into a [`PushOutcome`]
-//! that says whether to retry, give up, or forget the device.
+//! those raised before anything was sent) turned into a [`PushOutcome`]
+//! that says whether to retry, give up, or forget the device. Which answer
+//! is which is the retry policy's (`crate::retry::classify`); this module
+//! reads a2's types and words the reason recorded with the delivery.
 
 use std::error::Error as StdError;
 
-use a2::ErrorReason;
+use crate::{push::PushOutcome, retry::classify};
 
-use crate::push::PushOutcome;
-
-/// What an a2 answer means for the delivery.
+/// What an a2 answer means for the delivery: its class is decided by the
+/// retry policy (`crate::retry::classify`); this says what to record.
 pub(super) fn classify(result: Result<a2::Response, a2::Error>) -> PushOutcome {
-    use a2::Error as E;
     match result {
-        Ok(response) | Err(E::ResponseError(response)) => classify_response(response),
-        // No answer from APNs: the network or Apple's front door; the next
-        // attempt may well get through.
-        Err(error @ (E::ConnectionError(_) | E::ClientError(_) | E::RequestTimeout(_))) => {
-            PushOutcome::Retry {
-                reason: describe(&error),
-                after: None,
-            }
-        }
-        // The request could not be built or signed here: the key, the options
-        // or the payload are wrong, and a retry would fail the same way.
-        Err(
-            error @ (E::SerializeError(_)
-            | E::SignerError(_)
-            | E::InvalidOptions(_)
-            | E::ReadError(_)
-            | E::Tls(_)
-            | E::BuildRequestError(_)
-            | E::UnexpectedKey(_)
-            | E::InvalidCertificate),
-        ) => PushOutcome::Rejected {
-            reason: describe(&error),
-        },
+        Ok(response) | Err(a2::Error::ResponseError(response)) => classify_response(response),
+        Err(error) => classify::apns_error(&error).outcome(describe(&error), None),
     }
 }
 
 fn classify_response(response: a2::Response) -> PushOutcome {
-    use ErrorReason as R;
     let code = response.code;
     if code == 200 {
         return PushOutcome::Delivered {
@@ -51,53 +29,7 @@ fn classify_response(response: a2::Response) -> PushOutcome {
         Some(reason) => format!("{code} {reason:?}"),
         None => format!("{code} (no reason given)"),
     };
-    match reason {
-        Some(R::Unregistered | R::BadDeviceToken | R::DeviceTokenNotForTopic) => {
-            PushOutcome::DeviceGone { reason: label }
-        }
-        Some(
-            R::TooManyRequests
-            | R::TooManyProviderTokenUpdates
-            | R::InternalServerError
-            | R::ServiceUnavailable
-            | R::Shutdown
-            | R::IdleTimeout,
-        ) => PushOutcome::Retry {
-            reason: label,
-            after: None,
-        },
-        // Listed rather than `_` so a reason added to a2 has to be placed.
-        Some(
-            R::BadCollapseId
-            | R::BadExpirationDate
-            | R::BadMessageId
-            | R::BadPriority
-            | R::BadTopic
-            | R::DuplicateHeaders
-            | R::MissingDeviceToken
-            | R::MissingTopic
-            | R::PayloadEmpty
-            | R::TopicDisallowed
-            | R::BadCertificate
-            | R::BadCertificateEnvironment
-            | R::ExpiredProviderToken
-            | R::Forbidden
-            | R::InvalidProviderToken
-            | R::MissingProviderToken
-            | R::BadPath
-            | R::MethodNotAllowed
-            | R::PayloadTooLarge,
-        ) => PushOutcome::Rejected { reason: label },
-        // a2 drops a body it cannot parse (a reason newer than a2): go by status.
-        None => match code {
-            410 => PushOutcome::DeviceGone { reason: label },
-            429 | 500..=599 => PushOutcome::Retry {
-                reason: label,
-                after: None,
-            },
-            _ => PushOutcome::Rejected { reason: label },
-        },
-    }
+    classify::apns_answer(code, reason.as_ref()).outcome(label, None)
 }
 
 /// The error and its causes on one line, each cause once (a2's messages often
@@ -119,7 +51,7 @@ fn describe(error: &dyn StdError) -> String {
 #[cfg(test)]
 mod tests {
     use a2::{
-        Client, ClientConfig, DefaultNotificationBuilder, NotificationBuilder as _,
+        Client, ClientConfig, DefaultNotificationBuilder, ErrorReason, NotificationBuilder as _,
         NotificationOptions,
     };
 

@@ -1,7 +1,8 @@
 //! The FCM provider (Firebase Cloud Messaging HTTP v1): each push is one
 //! `POST {base}/v1/projects/{project_id}/messages:send` ([`message`]) with
 //! an OAuth 2.0 access token the service account obtains and caches
-//! ([`token`], [`account`]). A 401 gets one new token and one resend;
+//! ([`token`], [`account`]). A 401 gets one new token and one resend. What
+//! an answer means is the retry policy's (`crate::retry::classify`):
 //! `UNREGISTERED` deactivates the device; 429 and 5xx are retried no
 //! sooner than `Retry-After`.
 //!
@@ -22,6 +23,8 @@ use serde::Deserialize;
 use super::{Push, PushOutcome, PushProvider, PushTarget, retry_after};
 use account::ServiceAccount;
 use token::{AccessTokens, TokenError};
+
+use crate::retry::classify;
 
 /// Sends FCM messages as one service account.
 pub struct FcmProvider {
@@ -60,10 +63,7 @@ impl FcmProvider {
             .body(body.to_vec())
             .send()
             .await
-            .map_err(|e| PushOutcome::Retry {
-                reason: format!("FCM unreachable: {}", e.without_url()),
-                after: None,
-            })?;
+            .map_err(|e| classify::unanswered(format!("FCM unreachable: {}", e.without_url())))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let body = response.bytes().await.unwrap_or_default();
@@ -104,9 +104,10 @@ struct ErrorDetail {
     error_code: Option<String>,
 }
 
-/// Classifies FCM's answer: the error code of the details when there is
-/// one (`UNREGISTERED`, `INVALID_ARGUMENT`, `QUOTA_EXCEEDED`, …), else the
-/// status.
+/// The outcome of FCM's answer, of the class the retry policy gives its
+/// error code (of the details when there is one: `UNREGISTERED`,
+/// `INVALID_ARGUMENT`, `QUOTA_EXCEEDED`, …) and status
+/// ([`classify::fcm`]).
 fn classify(answer: &Answer) -> PushOutcome {
     let status = answer.status;
     if (200..300).contains(&status) {
@@ -125,18 +126,7 @@ fn classify(answer: &Answer) -> PushOutcome {
         "FCM answered {status} {}: {message}",
         code.as_deref().unwrap_or("")
     );
-    match (status, code.as_deref()) {
-        // The app was uninstalled or the token expired: gone for good.
-        (_, Some("UNREGISTERED")) | (404, _) => PushOutcome::DeviceGone { reason },
-        (429 | 500..=599, _) => PushOutcome::Retry {
-            reason,
-            after: retry_after(&answer.headers),
-        },
-        // INVALID_ARGUMENT (a malformed token or message), SENDER_ID_MISMATCH
-        // (a token of another project: a setting to fix, so the device is
-        // kept), THIRD_PARTY_AUTH_ERROR, a second 401.
-        _ => PushOutcome::Rejected { reason },
-    }
+    classify::fcm(status, code.as_deref()).outcome(reason, retry_after(&answer.headers))
 }
 
 #[async_trait]

@@ -13,7 +13,10 @@ use serde::Deserialize;
 use tokio::sync::Mutex;
 
 use super::account::ServiceAccount;
-use crate::push::{PushOutcome, retry_after};
+use crate::{
+    push::{PushOutcome, retry_after},
+    retry::classify::{self, Service},
+};
 
 const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 /// A token is replaced this long before it expires (or at half its life,
@@ -98,10 +101,10 @@ impl AccessTokens {
             .send()
             .await
             .map_err(|e| {
-                TokenError(PushOutcome::Retry {
-                    reason: format!("FCM token endpoint unreachable: {}", e.without_url()),
-                    after: None,
-                })
+                TokenError(classify::unanswered(format!(
+                    "FCM token endpoint unreachable: {}",
+                    e.without_url()
+                )))
             })?;
         let status = response.status().as_u16();
         let after = retry_after(response.headers());
@@ -129,11 +132,11 @@ impl AccessTokens {
         let reason = format!("FCM token endpoint answered {status} {why}")
             .trim_end()
             .to_owned();
-        Err(TokenError(match status {
-            429 | 500..=599 => PushOutcome::Retry { reason, after },
-            // The account's key or its rights were refused: every push
-            // would be, until the operator fixes the settings.
-            _ => PushOutcome::Rejected { reason },
-        }))
+        // Anything but a transient status refuses the account's key or its
+        // rights: every push would be refused, until the operator fixes the
+        // settings.
+        Err(TokenError(
+            classify::http_status(Service::FcmToken, status).outcome(reason, after),
+        ))
     }
 }

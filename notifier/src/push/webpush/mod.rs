@@ -2,7 +2,9 @@
 //! the payload encrypted per RFC 8291/8188 (`Content-Encoding: aes128gcm`)
 //! by `web-push-native` (pure RustCrypto: p256, hkdf, aes-gcm), and RFC 8292
 //! VAPID authorization ([`vapid`]), sent through a client that refuses
-//! non-public endpoints ([`client`]).
+//! non-public endpoints ([`client`]). What the push service's status means
+//! (retry, refused, subscription gone) is the retry policy's
+//! (`crate::retry::classify`).
 
 pub mod client;
 pub mod vapid;
@@ -17,6 +19,7 @@ use super::{
     Alert, Priority, Push, PushOutcome, PushProvider, PushTarget, WebPushSubscription, fit_body,
     retry_after,
 };
+use crate::retry::classify::{self, Service};
 use client::{GuardedClient, SendError};
 use vapid::VapidKey;
 
@@ -110,18 +113,14 @@ fn topic(alert: &Alert) -> String {
     URL_SAFE_NO_PAD.encode(&digest[..24])
 }
 
-/// Classifies the push service's answer (RFC 8030 §5, §7).
+/// The outcome of the push service's answer (RFC 8030 §5, §7), of the class
+/// the retry policy gives its status.
 fn classify(status: u16, headers: &HeaderMap) -> PushOutcome {
-    let reason = format!("push service answered {status}");
-    match status {
-        200..=299 => PushOutcome::Delivered { apns_id: None },
-        404 | 410 => PushOutcome::DeviceGone { reason },
-        429 | 500..=599 => PushOutcome::Retry {
-            reason,
-            after: retry_after(headers),
-        },
-        _ => PushOutcome::Rejected { reason },
+    if (200..=299).contains(&status) {
+        return PushOutcome::Delivered { apns_id: None };
     }
+    let reason = format!("push service answered {status}");
+    classify::http_status(Service::WebPush, status).outcome(reason, retry_after(headers))
 }
 
 #[async_trait]
@@ -145,11 +144,10 @@ impl PushProvider for WebPushProvider {
             Err(SendError::Refused(refusal)) => PushOutcome::Rejected {
                 reason: format!("endpoint refused, not contacted: it {refusal}"),
             },
-            Err(SendError::Transport(e)) => PushOutcome::Retry {
-                // Without the URL: the endpoint is a capability.
-                reason: format!("push service unreachable: {}", e.without_url()),
-                after: None,
-            },
+            // Without the URL: the endpoint is a capability.
+            Err(SendError::Transport(e)) => {
+                classify::unanswered(format!("push service unreachable: {}", e.without_url()))
+            }
         }
     }
 }
