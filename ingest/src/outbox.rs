@@ -129,7 +129,7 @@ impl Outbox {
         let published = self.queue.publish(&Job::for_event(event)).await;
         self.metrics.published(published.is_ok());
         if let Err(e) = &published {
-            tracing::warn!(eventId = %event.id, error = %e, "job not published; the relay will retry");
+            tracing::warn!(eventId = %event.id, error = %common::telemetry::chain(e), "job not published; the relay will retry");
         }
         published.is_ok()
     }
