@@ -5,12 +5,12 @@
 use std::{collections::HashMap, sync::Arc};
 
 use poem::{
-    Endpoint, IntoResponse, Request, Response,
+    Endpoint, Request, Response,
     http::{HeaderValue, StatusCode, header},
 };
 use serde_json::Value;
 
-use crate::{error::rendered, metrics::Routes, request_id::RequestId};
+use crate::{error::call_rendered, metrics::Routes, request_id::RequestId};
 
 /// Methods in the order `Allow` lists them.
 const METHODS: [&str; 6] = ["get", "head", "post", "put", "patch", "delete"];
@@ -74,10 +74,7 @@ pub async fn allow<E: Endpoint>(
 ) -> poem::Result<Response> {
     let request_id = RequestId::of(&req);
     let path = req.uri().path().to_owned();
-    let mut response = rendered(
-        ep.call(req).await.map(IntoResponse::into_response),
-        request_id,
-    );
+    let mut response = call_rendered(&*ep, req, request_id).await;
     if response.status() == StatusCode::METHOD_NOT_ALLOWED
         && let Some(value) = allowed.for_path(&path)
     {

@@ -20,14 +20,14 @@ use common::{
     store::{Admin, KeyScope, Scope, Store, StoreError},
 };
 use poem::{
-    Endpoint, IntoResponse, Request, Response,
+    Endpoint, Request, Response,
     http::{HeaderMap, header},
 };
 use uuid::Uuid;
 
 use crate::{
     admin::AdminContext,
-    error::{ApiError, rendered},
+    error::{ApiError, call_rendered},
     key_cache::KeyCache,
     rate_limit::{Credential, Decision, client_addr, refused},
     request_id::RequestId,
@@ -176,10 +176,7 @@ pub async fn authentication<E: Endpoint>(
     let request_id = RequestId::of(&req);
     let credential = match routes::access(req.uri().path()) {
         Access::Anonymous => {
-            return Ok(rendered(
-                ep.call(req).await.map(IntoResponse::into_response),
-                request_id,
-            ));
+            return Ok(call_rendered(&*ep, req, request_id).await);
         }
         Access::ApiKey => Credential::ApiKey,
         Access::Admin => Credential::AdminToken,
@@ -211,10 +208,7 @@ pub async fn authentication<E: Endpoint>(
             }),
     };
     match authenticated {
-        Ok(()) => Ok(rendered(
-            ep.call(req).await.map(IntoResponse::into_response),
-            request_id,
-        )),
+        Ok(()) => Ok(call_rendered(&*ep, req, request_id).await),
         Err(AuthError::Store(e)) => {
             // No caller is known: the answer counts as the address's.
             let mut response = ApiError::from(e).render(request_id);

@@ -4,13 +4,13 @@
 use std::sync::Arc;
 
 use poem::{
-    Body, Endpoint, IntoResponse, Request, Response,
+    Body, Endpoint, Request, Response,
     error::ReadBodyError,
     http::{HeaderValue, header},
 };
 
 use crate::{
-    error::{ApiError, rendered},
+    error::{ApiError, call_rendered},
     request_id::RequestId,
 };
 
@@ -41,10 +41,7 @@ pub async fn limit_body<E: Endpoint>(
             );
         }
     }
-    Ok(rendered(
-        ep.call(req).await.map(IntoResponse::into_response),
-        request_id,
-    ))
+    Ok(call_rendered(&*ep, req, request_id).await)
 }
 
 /// The 413. The rest of the body is never read, so the server closes the

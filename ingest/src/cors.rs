@@ -11,13 +11,13 @@
 use std::{collections::BTreeSet, sync::Arc};
 
 use poem::{
-    Endpoint, IntoResponse, Request, Response,
+    Endpoint, Request, Response,
     http::{HeaderName, HeaderValue, Method, StatusCode, header},
 };
 
 use crate::{
     allow::AllowedMethods,
-    error::{ApiError, rendered},
+    error::{ApiError, call_rendered},
     request_id::RequestId,
 };
 
@@ -159,10 +159,7 @@ pub async fn cors<E: Endpoint>(
         preflight_response(&req, allowed_origin.as_ref(), &cors)
     } else {
         let request_id = RequestId::of(&req);
-        let mut response = rendered(
-            ep.call(req).await.map(IntoResponse::into_response),
-            request_id,
-        );
+        let mut response = call_rendered(&*ep, req, request_id).await;
         if let Some(origin) = allowed_origin {
             let headers = response.headers_mut();
             headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);

@@ -208,6 +208,18 @@ pub fn rendered(result: poem::Result<Response>, request_id: RequestId) -> Respon
     }
 }
 
+/// Calls the inner endpoint of a middleware and [`rendered`] its outcome.
+pub async fn call_rendered<E: poem::Endpoint>(
+    ep: &E,
+    req: poem::Request,
+    request_id: RequestId,
+) -> Response {
+    rendered(
+        ep.call(req).await.map(poem::IntoResponse::into_response),
+        request_id,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

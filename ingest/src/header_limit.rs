@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
-use poem::{Endpoint, IntoResponse, Request, Response};
+use poem::{Endpoint, Request, Response};
 
 use crate::{
-    error::{ApiError, rendered},
+    error::{ApiError, call_rendered},
     request_id::RequestId,
 };
 
@@ -45,8 +45,5 @@ pub async fn limit_headers<E: Endpoint>(
         }
         .render(request_id));
     }
-    Ok(rendered(
-        ep.call(req).await.map(IntoResponse::into_response),
-        request_id,
-    ))
+    Ok(call_rendered(&*ep, req, request_id).await)
 }

@@ -22,7 +22,7 @@ use std::{sync::Arc, time::Duration};
 
 use common::store::{IdempotencyBegin, StoredResponse};
 use poem::{
-    Body, Endpoint, IntoResponse, Request, Response,
+    Body, Endpoint, Request, Response,
     http::{HeaderValue, Method, StatusCode, header},
 };
 use sha2::{Digest as _, Sha256};
@@ -30,7 +30,7 @@ use tracing::Instrument as _;
 
 use crate::{
     auth::AuthContext,
-    error::{ApiError, rendered},
+    error::{ApiError, call_rendered},
     request_id::RequestId,
     routes,
     state::AppState,
@@ -146,18 +146,12 @@ pub async fn idempotency<E: Endpoint + 'static>(
 ) -> poem::Result<Response> {
     let request_id = RequestId::of(&req);
     if !routes::is_idempotent(req.method(), req.uri().path()) {
-        return Ok(rendered(
-            ep.call(req).await.map(IntoResponse::into_response),
-            request_id,
-        ));
+        return Ok(call_rendered(&*ep, req, request_id).await);
     }
     let key = match key_of(&req) {
         Ok(Some(key)) => key,
         Ok(None) => {
-            return Ok(rendered(
-                ep.call(req).await.map(IntoResponse::into_response),
-                request_id,
-            ));
+            return Ok(call_rendered(&*ep, req, request_id).await);
         }
         Err(e) => return Ok(e.render(request_id)),
     };
@@ -166,10 +160,7 @@ pub async fn idempotency<E: Endpoint + 'static>(
         .get::<AuthContext>()
         .map(|a| a.scope.clone())
     else {
-        return Ok(rendered(
-            ep.call(req).await.map(IntoResponse::into_response),
-            request_id,
-        ));
+        return Ok(call_rendered(&*ep, req, request_id).await);
     };
     // The body limit has already buffered the body, so this is a cheap copy.
     let body = req.take_body().into_bytes().await?;
@@ -214,10 +205,7 @@ pub async fn idempotency<E: Endpoint + 'static>(
             // it instead of doing the work twice.
             let work = tokio::spawn(
                 async move {
-                    let response = rendered(
-                        ep.call(req).await.map(IntoResponse::into_response),
-                        request_id,
-                    );
+                    let response = call_rendered(&*ep, req, request_id).await;
                     finish(store, scope, &key, response, request_id).await
                 }
                 // Its log lines still carry the request's id.

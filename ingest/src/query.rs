@@ -11,7 +11,7 @@ use poem_openapi::error::ParseParamError;
 use serde_json::Value;
 
 use crate::{
-    error::{ApiError, FieldError, rendered},
+    error::{ApiError, FieldError, call_rendered, rendered},
     metrics::Routes,
     request_id::RequestId,
     validation::closest_name,
@@ -114,10 +114,7 @@ pub async fn check_query<E: Endpoint>(
         .get(template.as_str())
         .and_then(|methods| methods.get(req.method().as_str()));
     let Some(params) = params else {
-        return Ok(rendered(
-            ep.call(req).await.map(IntoResponse::into_response),
-            request_id,
-        ));
+        return Ok(call_rendered(&*ep, req, request_id).await);
     };
     let faults = rules.check(params, req.uri().query().unwrap_or(""));
     if !faults.is_empty() {

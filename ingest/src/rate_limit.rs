@@ -29,7 +29,7 @@ use governor::{
     state::{InMemoryState, NotKeyed, keyed::DefaultKeyedStateStore},
 };
 use poem::{
-    Endpoint, IntoResponse, Request, Response,
+    Endpoint, Request, Response,
     http::{HeaderName, HeaderValue},
     web::RemoteAddr,
 };
@@ -38,7 +38,7 @@ use uuid::Uuid;
 use crate::{
     admin::AdminContext,
     auth::AuthContext,
-    error::{ApiError, rendered},
+    error::{ApiError, call_rendered},
     request_id::RequestId,
     state::AppState,
 };
@@ -359,10 +359,7 @@ pub async fn rate_limit<E: Endpoint>(
             Ok(refused(info, retry_after_secs, request_id))
         }
         Decision::Allowed(info) => {
-            let mut response = rendered(
-                ep.call(req).await.map(IntoResponse::into_response),
-                request_id,
-            );
+            let mut response = call_rendered(&*ep, req, request_id).await;
             info.apply(&mut response);
             Ok(response)
         }

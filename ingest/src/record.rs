@@ -97,7 +97,7 @@ impl Recorder {
                     .await?;
                 // An event an earlier try stored has that try's answer
                 // stored, or none yet: the idempotency layer stores this one.
-                let stored = (inserted == Inserted::New).then_some(rendered);
+                let stored = (inserted == Inserted::New).then_some((rendered, claim));
                 (inserted, stored)
             }
         };
@@ -115,16 +115,16 @@ impl Recorder {
         };
         let written_state = event.notification;
         event.notification = self.outbox.hand_over(&event).await;
-        match (stored, claim) {
-            (Some(stored), _) if event.notification == written_state => {
+        match stored {
+            Some((stored, _)) if event.notification == written_state => {
                 Ok(stored.stored_as_outcome())
             }
-            (Some(_), Some(claim)) => {
+            Some((_, claim)) => {
                 let rendered = answer(&event)?;
                 self.replace_outcome(&event.scope, claim, &rendered).await;
                 Ok(rendered.stored_as_outcome())
             }
-            _ => answer(&event),
+            None => answer(&event),
         }
     }
 

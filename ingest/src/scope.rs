@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use poem::{Endpoint, IntoResponse, Request, Response};
+use poem::{Endpoint, Request, Response};
 
 use crate::{
     auth::AuthContext,
-    error::{ApiError, rendered},
+    error::{ApiError, call_rendered},
     request_id::RequestId,
     routes,
 };
@@ -25,10 +25,7 @@ pub async fn scope<E: Endpoint>(ep: Arc<E>, req: Request) -> poem::Result<Respon
     });
     Ok(match missing {
         Some(needed) => ApiError::MissingScope(needed).render(request_id),
-        None => rendered(
-            ep.call(req).await.map(IntoResponse::into_response),
-            request_id,
-        ),
+        None => call_rendered(&*ep, req, request_id).await,
     })
 }
 
