@@ -374,3 +374,59 @@ async fn ingest_declares_what_it_publishes_to_and_no_retry_queues() {
         tocsin_tests::pipeline::delete_queues(&amqp, &policy.delays()).await;
     }
 }
+
+/// What survives a broker's power loss: the notify queue is a durable
+/// quorum queue (its messages are fsynced before the publisher confirm)
+/// and every job is published persistent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_persistent_on_a_durable_quorum_queue() {
+    let config = config(QueueKind::Amqp);
+    let QueueConfig::Amqp(amqp) = &config else {
+        unreachable!("a RabbitMQ config");
+    };
+    let (producer, _consumer) = queue::open(&config);
+    producer.publish(&job()).await.expect("published");
+    let conn = lapin::Connection::connect(&amqp.url, lapin::ConnectionProperties::default())
+        .await
+        .expect("broker");
+    // The broker refuses a declaration that does not match the queue's:
+    // a durable quorum one matches (so passes), a classic one does not.
+    let declare = async |queue_type: &str| {
+        let channel = conn.create_channel().await.expect("channel");
+        let mut args = lapin::types::FieldTable::default();
+        args.insert(
+            "x-queue-type".into(),
+            lapin::types::AMQPValue::LongString(queue_type.into()),
+        );
+        let options = lapin::options::QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        let declared = channel
+            .queue_declare(amqp.queue().into(), options, args)
+            .await;
+        (channel, declared)
+    };
+    let (_, classic) = declare("classic").await;
+    let refused = classic.expect_err("the queue is not a classic one");
+    assert!(
+        refused.to_string().contains("PRECONDITION_FAILED"),
+        "{refused}"
+    );
+    let (channel, _) = declare("quorum").await;
+    let message = channel
+        .basic_get(
+            amqp.queue().into(),
+            lapin::options::BasicGetOptions::default(),
+        )
+        .await
+        .expect("get")
+        .expect("the job is in the queue");
+    assert_eq!(
+        *message.delivery.properties.delivery_mode(),
+        Some(2),
+        "persistent"
+    );
+    let _ = conn.close(200, "done".into()).await;
+    delete_topology(&config).await;
+}
