@@ -91,7 +91,8 @@ export interface paths {
          * Count events over time
          * @description How many events (of one channel, or all) were recorded in each hour
          *     or day of a range: by default the last 24 hours, or the last 30 days
-         *     by day. At most 1000 buckets.
+         *     by day. An answer holds at most 1000 buckets: a longer range comes a
+         *     page at a time, each naming where the next begins (`nextSince`).
          *
          *     Needs the `events:read` scope.
          */
@@ -697,6 +698,15 @@ export interface components {
         /**
          * @description A device to push alerts to, by `kind`: `apns` (the default), `webpush`
          *     or `fcm`.
+         * @example {
+         *       "kind": "apns",
+         *       "token": "a1b2c3d4e5f60718a1b2c3d4e5f60718a1b2c3d4e5f60718a1b2c3d4e5f60718",
+         *       "environment": "sandbox",
+         *       "name": "On-call iPhone",
+         *       "channels": [
+         *         "payments"
+         *       ]
+         *     }
          */
         DeviceIn: components["schemas"]["ApnsDeviceIn"] | components["schemas"]["WebPushDeviceIn"] | components["schemas"]["FcmDeviceIn"];
         /**
@@ -887,7 +897,15 @@ export interface components {
          * @description Events per bucket, oldest first, empty buckets included.
          */
         EventStats: {
+            /** @description At most 1000. */
             buckets: components["schemas"]["BucketOut"][];
+            /**
+             * Format: date-time
+             * @description Where the rest of a range of more than 1000 buckets begins: ask
+             *     again with this as `since` (and the same `until` and `bucket`). Null
+             *     once the answer reaches the end of the range.
+             */
+            nextSince: string | null;
         };
         /**
          * FcmDeviceIn
@@ -1620,7 +1638,11 @@ export interface operations {
                 until?: string;
                 /** @description Events per page, 1 to 100; 50 when absent. */
                 limit?: number;
-                /** @description Where to continue: the `nextCursor` of the previous page. */
+                /**
+                 * @description Where to continue: the `nextCursor` of the previous page, passed
+                 *     unchanged (`<unix ms>.<event id>`: the events older than that
+                 *     position).
+                 */
                 cursor?: string;
             };
             header?: never;
@@ -2561,11 +2583,17 @@ export interface operations {
             query?: {
                 /** @description Only events of this channel. */
                 channel?: string;
-                /** @description Resume after this event (its id); the same as `Last-Event-ID`. */
+                /**
+                 * @description Resume after this event: its id (a UUIDv7, as the stream's `id:`
+                 *     lines give it); the same as `Last-Event-ID`.
+                 */
                 lastEventId?: string;
             };
             header?: {
-                /** @description Resume after this event (its id). */
+                /**
+                 * @description Resume after this event: its id (a UUIDv7, as the stream's `id:`
+                 *     lines give it).
+                 */
                 "Last-Event-ID"?: string;
             };
             path?: never;
@@ -2591,7 +2619,22 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "text/event-stream": components["schemas"]["EventOut"][];
+                    "text/event-stream": {
+                        /**
+                         * @description The message's type: `event`, an event recorded.
+                         * @enum {string}
+                         */
+                        event: "event";
+                        /**
+                         * Format: uuid
+                         * @description The event's id: send it as `Last-Event-ID` to resume after it.
+                         */
+                        id: string;
+                        /** @description The event as JSON, as `GET /v1/events` lists it. */
+                        data: string;
+                        /** @description How long a client waits before reconnecting, in milliseconds. */
+                        retry?: number;
+                    };
                 };
             };
             /** @description The request could not be read (for example a body cut short). */
@@ -6848,7 +6891,10 @@ export interface operations {
             query?: {
                 /** @description Entries per page, 1 to 100; 50 when absent. */
                 limit?: number;
-                /** @description Where to continue: the `nextCursor` of the previous page. */
+                /**
+                 * @description Where to continue: the `nextCursor` of the previous page (the id
+                 *     of its last entry; the entries older than it follow).
+                 */
                 cursor?: string;
             };
             header?: never;
