@@ -38,7 +38,8 @@ pub struct Config {
     pub requeue_after_seconds: NonZeroU64,
     /// Requests per minute per API key, unless the key has its own limit.
     pub rate_limit_per_minute: NonZeroU32,
-    /// Failed API-key authentications per minute per client address.
+    /// Failed API-key authentications per minute per client address (a
+    /// request offering no key is not one: it counts as anonymous).
     pub auth_failures_per_minute: NonZeroU32,
     /// Failed admin-token authentications per minute per client address,
     /// counted apart from the API's.
@@ -46,7 +47,8 @@ pub struct Config {
     /// How often ingest writes when API keys were last used, in milliseconds
     /// (each key at most once a minute whatever this is).
     pub last_used_flush_ms: NonZeroU64,
-    /// Requests per minute per client address on routes that need no key.
+    /// Requests per minute per client address on routes that need no key,
+    /// and of requests that offer none.
     pub anonymous_rate_limit_per_minute: NonZeroU32,
     /// Largest request body accepted, in bytes; larger bodies get 413.
     pub max_body_bytes: usize,

@@ -11,7 +11,7 @@ mod order;
 pub use docs_page::docs_page;
 
 use poem_openapi::{OpenApiService, registry::Registry, types::Type};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::{
     admin::AdminApis,
@@ -82,6 +82,7 @@ pub fn document(service: &OpenApiService<Apis, ()>) -> Value {
     pin_success_flags(&mut doc);
     upgrade_to_31(&mut doc);
     describe_event_streams(&mut doc);
+    add_links(&mut doc);
     examples_on_fields(&mut doc);
     code_samples::add(&mut doc);
     order::for_readers(&mut doc);
@@ -131,6 +132,83 @@ fn describe_event_streams(doc: &mut Value) {
                         "description": "How long a client waits before reconnecting, in milliseconds." }
                 }
             });
+        }
+    }
+}
+
+/// What each created resource's id is good for next, as OpenAPI links on
+/// the creating operation's success responses: a reader sees where the id
+/// goes, and a stateful tester (schemathesis) chains the calls, so reads,
+/// renames and deletes run on records that exist.
+const LINKS: &[(&str, &[Link])] = &[
+    ("createEvent", &[("getEvent", "id", "/data/id")]),
+    ("identify", &[("getUser", "userId", "/data/user_id")]),
+    ("registerDevice", &[("deleteDevice", "id", "/data/id")]),
+    (
+        "adminCreateOrganization",
+        &[
+            ("adminRenameOrganization", "orgId", "/data/id"),
+            ("adminCreateProject", "orgId", "/data/id"),
+            ("adminListOrganizationProjects", "orgId", "/data/id"),
+        ],
+    ),
+    (
+        "adminCreateProject",
+        &[
+            ("adminRenameProject", "projectId", "/data/id"),
+            ("adminCreateKey", "projectId", "/data/id"),
+            ("adminListKeys", "projectId", "/data/id"),
+            ("adminListDevices", "projectId", "/data/id"),
+        ],
+    ),
+    (
+        "adminCreateKey",
+        &[
+            ("adminRotateKey", "keyId", "/data/key/id"),
+            ("adminRevokeKey", "keyId", "/data/key/id"),
+        ],
+    ),
+];
+
+/// Where a link goes: the operation, the parameter it fills, and the JSON
+/// pointer into the answer's body that fills it.
+type Link = (&'static str, &'static str, &'static str);
+
+fn add_links(doc: &mut Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let operations = paths
+        .values_mut()
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut());
+    for op in operations {
+        let Some(targets) = op["operationId"]
+            .as_str()
+            .and_then(|id| LINKS.iter().find(|(from, _)| *from == id))
+            .map(|(_, targets)| *targets)
+        else {
+            continue;
+        };
+        let links: Map<String, Value> = targets
+            .iter()
+            .map(|(target, parameter, pointer)| {
+                (
+                    (*target).to_owned(),
+                    json!({
+                        "operationId": target,
+                        "parameters": { *parameter: format!("$response.body#{pointer}") },
+                    }),
+                )
+            })
+            .collect();
+        let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        for (status, response) in responses.iter_mut() {
+            if status.starts_with('2') {
+                response["links"] = Value::Object(links.clone());
+            }
         }
     }
 }

@@ -397,3 +397,89 @@ async fn every_request_body_has_an_example_the_service_accepts() {
     // Events, identify and devices at least.
     assert!(sent >= 3, "only {sent} examples sent");
 }
+
+/// The links from each creating operation name an operation and a parameter
+/// the document has, and the pointer they follow finds an id in a real
+/// answer: what a stateful tester chains works.
+#[tokio::test]
+async fn every_link_leads_to_a_real_operation_with_a_real_value() {
+    let app = TestApp::spawn(StoreKind::Sqlite).await;
+    let doc = document(&app).await;
+    let mut operations = std::collections::HashMap::new();
+    for item in doc["paths"].as_object().expect("paths").values() {
+        for op in item.as_object().expect("a path item").values() {
+            if let Some(id) = op["operationId"].as_str() {
+                operations.insert(id.to_owned(), op.clone());
+            }
+        }
+    }
+    let mut links = 0;
+    for op in operations.values() {
+        for response in op["responses"].as_object().expect("responses").values() {
+            for (name, link) in response["links"].as_object().into_iter().flatten() {
+                links += 1;
+                let target = &operations[link["operationId"].as_str().expect("an operationId")];
+                for parameter in link["parameters"].as_object().expect("parameters").keys() {
+                    assert!(
+                        target["parameters"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .any(|p| p["name"] == parameter.as_str()),
+                        "link {name}: {parameter} is not a parameter of its operation"
+                    );
+                }
+            }
+        }
+    }
+    assert!(links >= 10, "only {links} links");
+    // The pointers find ids in real answers (the API's; the admin ones
+    // follow the same `/data/id` shape).
+    let (key, _) = app.new_key().await;
+    let event = app
+        .call(
+            reqwest::Method::POST,
+            "/v1/events",
+            &key,
+            Some(&json!({ "channelName": "c", "title": "t" })),
+        )
+        .await;
+    let link = &operations["createEvent"]["responses"]["201"]["links"]["getEvent"];
+    let pointer = link["parameters"]["id"]
+        .as_str()
+        .and_then(|p| p.strip_prefix("$response.body#"))
+        .expect("a body pointer");
+    let id = event
+        .body
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .expect("an id");
+    let fetched = app
+        .call(
+            reqwest::Method::GET,
+            &format!("/v1/events/{id}"),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(fetched.status, 200, "{}", fetched.body);
+    let identified = app
+        .call(
+            reqwest::Method::POST,
+            "/v1/identify",
+            &key,
+            Some(&json!({ "user_id": "u1", "properties": { "plan": "pro" } })),
+        )
+        .await;
+    let pointer =
+        operations["identify"]["responses"]["200"]["links"]["getUser"]["parameters"]["userId"]
+            .as_str()
+            .and_then(|p| p.strip_prefix("$response.body#"))
+            .expect("a body pointer");
+    assert_eq!(
+        identified.body.pointer(pointer).and_then(Value::as_str),
+        Some("u1"),
+        "{}",
+        identified.body
+    );
+}
