@@ -371,3 +371,44 @@ async fn every_message_matches_the_published_message_schema() {
         "{data} against {content}"
     );
 }
+
+/// ST202: the resume parameters publish the form they take (an event id as
+/// the stream gives it), and the stream accepts every value of that form:
+/// a real event's id, and an id of no event here (a position all the same).
+#[tokio::test]
+async fn the_resume_parameters_publish_the_form_they_accept() {
+    let app = TestApp::spawn(StoreKind::Sqlite).await;
+    let doc: Value = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .expect("the document")
+        .json()
+        .await
+        .expect("JSON");
+    let parameters = doc
+        .pointer("/paths/~1v1~1stream/get/parameters")
+        .and_then(Value::as_array)
+        .expect("the stream's parameters");
+    let key = busy_key(&app, &fresh_project()).await;
+    let posted = post(&app, &key, "c", "one").await;
+    let real = posted["id"].as_str().expect("an id").to_owned();
+    let unknown = uuid::Uuid::now_v7().to_string();
+    for name in ["lastEventId", "Last-Event-ID"] {
+        let schema = &parameters
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{name} is documented"))["schema"];
+        let validator = jsonschema::draft202012::new(schema).expect("compiles");
+        assert!(!validator.is_valid(&json!("")), "{name}: {schema}");
+        assert!(!validator.is_valid(&json!("seven")), "{name}: {schema}");
+        for id in [&real, &unknown] {
+            assert!(validator.is_valid(&json!(id)), "{name}: {id}");
+        }
+    }
+    for id in [&real, &unknown] {
+        Sse::open(&app, &key, &format!("?lastEventId={id}"), None).await;
+        Sse::open(&app, &key, "", Some(id)).await;
+    }
+}

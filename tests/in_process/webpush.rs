@@ -237,6 +237,41 @@ async fn unsafe_endpoints_are_refused_at_registration(kind: StoreKind) {
     app.stop().await;
 }
 
+/// A subscription whose keys no push could be encrypted to is refused at
+/// registration, at the key at fault: a `p256dh` of the right length that is
+/// not a point on the P-256 curve, and an `auth` that is not 16 bytes.
+async fn keys_no_push_could_use_are_refused_at_registration(kind: StoreKind) {
+    let service = PushService::start().await;
+    let app = app_with(kind, &service, |_| {}).await;
+    let (key, _) = app.new_key().await;
+    // 65 bytes, the uncompressed tag, the point (1, 1): off the curve.
+    let mut off_curve = [0u8; 65];
+    off_curve[0] = 0x04;
+    off_curve[32] = 1;
+    off_curve[64] = 1;
+    let off_curve =
+        base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, off_curve);
+    for (field, value) in [
+        ("p256dh", off_curve.as_str()),
+        ("auth", "c2hvcnQtc2hvcnQtc2g"),
+    ] {
+        let mut subscription = service.subscribe();
+        subscription["keys"][field] = json!(value);
+        let reply = register(&app, &key, &subscription).await;
+        reply.assert_error_envelope(400);
+        assert_eq!(
+            reply.fault_paths(),
+            vec![path(&["subscription", "keys", field])],
+            "{}",
+            reply.body
+        );
+    }
+    // A browser's real subscription is taken.
+    let reply = register(&app, &key, &service.subscribe()).await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    app.stop().await;
+}
+
 /// Devices stored when the policy let them through (written to the store
 /// directly, as an older allow-list or another resolution would have left
 /// them) are checked again at send: `localhost` resolves to loopback, and
@@ -396,6 +431,7 @@ for_each_store!(
     gone_subscriptions_are_deactivated_and_413_is_rejected,
     a_429_is_retried_no_sooner_than_retry_after,
     unsafe_endpoints_are_refused_at_registration,
+    keys_no_push_could_use_are_refused_at_registration,
     endpoints_are_checked_again_at_send,
     fcm_devices_are_stored_listed_and_logged,
     the_priority_reaches_web_push_and_apns,
