@@ -20,6 +20,10 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
+#: What the session's ingest serves at GET /v1/webpush/key (a made-up key:
+#: nothing is pushed, and the notifier has no private key to push with).
+VAPID_PUBLIC_KEY = "BEl62iUYgUivxIkv69yViEuiBIa-Ib9-SkvMeAtA3LFgDzkrxZJjSgSnfckjBJuBkr3qBUYIHBQFLXYp5Nksh8U"
+
 REPO_ROOT = Path(__file__).resolve().parents[4]
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,7 +124,7 @@ class Ingest:
 
 @pytest.fixture(scope="session")
 def ingest() -> Iterator[Ingest]:
-    server = Ingest(ingest_binary())
+    server = Ingest(ingest_binary(), {"INGEST_VAPID_PUBLIC_KEY": VAPID_PUBLIC_KEY})
     try:
         yield server
     finally:

@@ -1,0 +1,87 @@
+"""The docs' examples work as written, against the real service, with the
+package as a user installs it (scripts/test runs these from a fresh venv
+where the built wheel is installed)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, Iterator
+
+import pytest
+
+import tocsin
+
+from .conftest import PACKAGE_ROOT, Ingest, ingest_binary
+
+
+@pytest.fixture
+def fresh() -> Iterator[Ingest]:
+    """A server of its own: the example's event is then the only one."""
+    server = Ingest(ingest_binary())
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def first_block(path: Path, language: str) -> str:
+    match = re.search(rf"```{language}\n(.*?)```", path.read_text(encoding="utf-8"), re.S)
+    assert match, f"{path.name} has no {language} example"
+    return match.group(1)
+
+
+def user_env(ingest: Ingest, key: str) -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TOCSIN_", "INGEST_"))}
+    # `python3` in a shell example is the interpreter the package is installed in.
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env.update(TOCSIN_API_KEY=key, TOCSIN_BASE_URL=ingest.base_url)
+    return env
+
+
+def test_the_readmes_first_example_works_as_written(fresh: Ingest) -> None:
+    ingest = fresh
+    key = ingest.create_key()
+    code = first_block(PACKAGE_ROOT / "README.md", "python")
+    with tempfile.TemporaryDirectory() as cwd:  # away from src/: the installed package
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=user_env(ingest, key), cwd=cwd,
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    with tocsin.Tocsin(key, base_url=ingest.base_url) as client:
+        recorded = client.events.list().data.items
+    assert [(e.channel_name, e.title, e.user_id) for e in recorded] == [("payments", "Payment failed", "user_7")]
+    assert str(recorded[0].id) in done.stdout, "the example prints the event id"
+
+
+def test_the_shell_and_cron_note_works_as_written(fresh: Ingest) -> None:
+    ingest = fresh
+    key = ingest.create_key()
+    script = first_block(PACKAGE_ROOT / "shell-and-cron.md", "sh")
+    with tempfile.TemporaryDirectory() as cwd:
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script], env=user_env(ingest, key), cwd=cwd,
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+        again = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script], env=user_env(ingest, key), cwd=cwd,
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    with tocsin.Tocsin(key, base_url=ingest.base_url) as client:
+        events = client.events.list().data.items
+    assert [(e.channel_name, e.title) for e in events] == [("backups", "Backup done")], "a rerun replays"
+
+
+def test_the_tests_use_the_installed_wheel_when_scripts_test_runs_them() -> None:
+    if os.environ.get("TOCSIN_TEST_INSTALLED") != "1":
+        pytest.skip("run outside scripts/test, against whatever `tocsin` is importable")
+    package = Path(tocsin.__file__).parent
+    assert "site-packages" in package.parts, package
+    assert (package / "py.typed").is_file(), "the wheel ships py.typed"
