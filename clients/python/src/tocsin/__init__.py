@@ -10,6 +10,7 @@ Everything a caller may use is exported here and in `tocsin.types`; the
 modules whose names start with `_` are internal.
 """
 
+from . import types
 from ._client import AsyncTocsin, Tocsin
 from ._config import DEFAULT_BASE_URL, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from ._exceptions import (
@@ -57,4 +58,5 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "CLIENT_ID",
     "__version__",
+    "types",
 ]

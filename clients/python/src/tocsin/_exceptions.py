@@ -80,7 +80,7 @@ class APIError(TocsinError):
 class FieldError(NamedTuple):
     """One fault of a `ValidationError`: a `(path, message)` pair."""
 
-    #: Where the faulty value is, e.g. `("body", "channelName")` or
+    #: Where the faulty value is, e.g. `("channelName",)`, `("tags", "2")` or
     #: `("query", "limit")`; the names are the API's (camelCase).
     path: Tuple[str, ...]
     message: str

@@ -9,7 +9,7 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, Generic, Mapping, Optional, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Tuple, TypeVar, Union
 from urllib.parse import quote
 
 import httpx
@@ -143,7 +143,7 @@ def build_request(
         raise TocsinError(f"idempotency_key applies to POST calls only, not {spec.method}")
     has_key = any(key.lower() == "idempotency-key" for key in headers)
 
-    query = [
+    query: List[Tuple[str, Union[str, int, float, bool, None]]] = [
         (name, _query_text(name, value))
         for name, value in (spec.query or {}).items()
         if value is not None

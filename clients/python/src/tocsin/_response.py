@@ -68,7 +68,8 @@ def _json_body(response: httpx.Response) -> Any:
 def _request_id(body: Any, response: httpx.Response) -> Optional[str]:
     if isinstance(body, dict) and isinstance(body.get("requestId"), str):
         return str(body["requestId"])
-    return response.headers.get("x-request-id")
+    header = response.headers.get("x-request-id")
+    return header if isinstance(header, str) else None
 
 
 def read_response(

@@ -50,7 +50,7 @@ def backoff_delay(
 ) -> float:
     """Seconds before retry number `retry` (0 for the first):
     `min(initial * 2**retry, ceiling)`, less up to 25% at random."""
-    base = min(initial * 2**retry, max(ceiling, initial))
+    base = min(initial * 2.0**retry, max(ceiling, initial))
     return base * (1 - rand() * JITTER)
 
 

@@ -63,17 +63,13 @@ def test_the_shell_and_cron_note_works_as_written(fresh: Ingest) -> None:
     ingest = fresh
     key = ingest.create_key()
     script = first_block(PACKAGE_ROOT / "shell-and-cron.md", "sh")
-    with tempfile.TemporaryDirectory() as cwd:
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", script], env=user_env(ingest, key), cwd=cwd,
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-        again = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", script], env=user_env(ingest, key), cwd=cwd,
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-    assert again.returncode == 0, again.stderr
+    for run in ("first", "rerun"):
+        with tempfile.TemporaryDirectory() as cwd:
+            done = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", script], env=user_env(ingest, key), cwd=cwd,
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+        assert done.returncode == 0, f"{run}: {done.stderr}"
     with tocsin.Tocsin(key, base_url=ingest.base_url) as client:
         events = client.events.list().data.items
     assert [(e.channel_name, e.title) for e in events] == [("backups", "Backup done")], "a rerun replays"

@@ -226,7 +226,7 @@ def test_a_validation_error_names_the_faulty_fields(client: tocsin.Tocsin) -> No
     with pytest.raises(tocsin.ValidationError) as raised:
         client.events.create(channel_name="", title="t", priority="urgent")  # type: ignore[arg-type]
     paths = [path for path, _ in raised.value.details]
-    assert ("body", "channelName") in paths and ("body", "priority") in paths
+    assert ("channelName",) in paths and ("priority",) in paths
     with pytest.raises(tocsin.ValidationError) as bad_limit:
         client.events.list(limit=500)
     assert bad_limit.value.details[0].path == ("query", "limit")

@@ -49,20 +49,20 @@ def test_another_status_is_a_plain_api_error() -> None:
 
 def test_a_validation_error_lists_each_fault_as_path_and_message() -> None:
     details = [
-        {"path": ["body", "channelName"], "message": "missing required field"},
-        {"path": ["body", "tags", 3], "message": "too long"},
+        {"path": ["channelName"], "message": "missing required field"},
+        {"path": ["tags", 3], "message": "too long"},
         {"nonsense": True},
     ]
     client = make_client(Recorder([error(400, "validation failed", details=details)]))
     with pytest.raises(tocsin.ValidationError) as raised:
         client.events.create(channel_name="", title="t")
     assert raised.value.details == [
-        (("body", "channelName"), "missing required field"),
-        (("body", "tags", "3"), "too long"),
+        (("channelName",), "missing required field"),
+        (("tags", "3"), "too long"),
     ]
     path, message = raised.value.details[0]
-    assert path == ("body", "channelName") and message == "missing required field"
-    assert raised.value.details[0].path == ("body", "channelName")
+    assert path == ("channelName",) and message == "missing required field"
+    assert raised.value.details[0].path == ("channelName",)
 
 
 def test_a_rate_limit_error_carries_the_rate_limit_and_retry_after() -> None:
