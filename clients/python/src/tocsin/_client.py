@@ -12,7 +12,8 @@ from ._base_client import AsyncAPIClient, SyncAPIClient
 from ._config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, Timeout
 from ._models import Identity
 from ._operation import call
-from ._request import CallSpec, Headers, RequestOptions
+from ._exceptions import TocsinError
+from ._request import CallSpec, Headers, QueryValue, RequestOptions
 from ._response import TocsinResponse
 from .resources import (
     AsyncChannels,
@@ -26,6 +27,17 @@ from .resources import (
     Stats,
     Users,
 )
+
+
+def _raw(
+    method: str,
+    path: str,
+    query: Optional[Mapping[str, QueryValue]],
+    body: Optional[Mapping[str, Any]],
+) -> CallSpec[Any]:
+    if not path.startswith("/"):
+        raise TocsinError(f"path must start with / (below base_url), got {path!r}")
+    return CallSpec(method=method.upper(), path=path, cast=lambda data: data, query=query, body=body)
 
 
 def _identify(
@@ -104,6 +116,30 @@ class Tocsin(SyncAPIClient):
             ),
         )
 
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Optional[Mapping[str, QueryValue]] = None,
+        body: Optional[Mapping[str, Any]] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[Timeout] = None,
+        extra_headers: Optional[Headers] = None,
+    ) -> TocsinResponse[Any]:
+        """Sends one call of a route this version does not wrap (the admin
+        API, a route newer than the client) through the same request loop:
+        the key, retries, idempotency key and errors work as for any call.
+        `path` is below `base_url` (e.g. "/admin/v1/organizations"), its
+        segments encoded; `query` and `body` use the API's names; `data` is
+        the envelope's `data` as parsed JSON."""
+        return self._request(
+            _raw(method, path, query, body),
+            RequestOptions(
+                idempotency_key=idempotency_key, timeout=timeout, extra_headers=extra_headers
+            ),
+        )
+
 
 class AsyncTocsin(AsyncAPIClient):
     """The async twin of `Tocsin`, on an httpx.AsyncClient; every call is
@@ -156,6 +192,25 @@ class AsyncTocsin(AsyncAPIClient):
         """`POST /v1/identify`: see `Tocsin.identify`."""
         return await self._request(
             _identify(user_id, properties, aliases),
+            RequestOptions(
+                idempotency_key=idempotency_key, timeout=timeout, extra_headers=extra_headers
+            ),
+        )
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Optional[Mapping[str, QueryValue]] = None,
+        body: Optional[Mapping[str, Any]] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[Timeout] = None,
+        extra_headers: Optional[Headers] = None,
+    ) -> TocsinResponse[Any]:
+        """A call of a route this version does not wrap: see `Tocsin.request`."""
+        return await self._request(
+            _raw(method, path, query, body),
             RequestOptions(
                 idempotency_key=idempotency_key, timeout=timeout, extra_headers=extra_headers
             ),

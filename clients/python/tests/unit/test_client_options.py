@@ -10,7 +10,7 @@ import pytest
 
 import tocsin
 
-from .conftest import API_KEY, Recorder, envelope, event_json, make_async_client, make_client
+from .conftest import API_KEY, Recorder, envelope, error, event_json, make_async_client, make_client
 
 
 def test_the_key_and_base_url_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -231,3 +231,23 @@ async def test_the_async_client_maps_fields_the_same_way() -> None:
     client = make_async_client(recorder)
     await client.events.create(channel_name="payments", title="t", user_id="u")
     assert recorder.body() == {"channelName": "payments", "title": "t", "userId": "u"}
+
+
+def test_request_calls_a_route_the_client_does_not_wrap_through_the_same_loop() -> None:
+    recorder = Recorder([error(503), envelope({"id": "org-1", "name": "Acme"}, 201)])
+    client = make_client(recorder)
+    result = client.request("post", "/admin/v1/organizations", body={"name": "Acme"}, query={"dryRun": True})
+    assert result.data == {"id": "org-1", "name": "Acme"} and result.status_code == 201
+    first, second = recorder.requests
+    assert (first.method, first.url.path, dict(first.url.params)) == ("POST", "/admin/v1/organizations", {"dryRun": "true"})
+    assert recorder.body() == {"name": "Acme"}
+    assert first.headers["idempotency-key"] == second.headers["idempotency-key"]
+    with pytest.raises(tocsin.TocsinError, match="must start with /"):
+        client.request("GET", "admin/v1/organizations")
+
+
+@pytest.mark.anyio
+async def test_the_async_request_returns_the_raw_data() -> None:
+    recorder = Recorder([envelope([{"id": "k1"}])])
+    result = await make_async_client(recorder).request("GET", "/admin/v1/keys")
+    assert result.data == [{"id": "k1"}]
