@@ -304,6 +304,71 @@ async fn every_operation_has_a_tocsin_client_sample_calling_a_real_method() {
     assert!(operations >= 8, "only {operations} operations documented");
 }
 
+/// Every operation shows how to call it with the Python client, `tocsin`, and
+/// the call is a method the sync client really has (`Tocsin`, in
+/// `clients/python/src/tocsin/_client.py`, and its resource classes): a
+/// renamed or removed method fails here, not in a reader's editor.
+#[tokio::test]
+async fn every_operation_has_a_python_client_sample_calling_a_real_method() {
+    let doc = document(&TestApp::spawn(StoreKind::Sqlite).await).await;
+    let package = tocsin_tests::workspace_root().join("clients/python/src/tocsin");
+    let read = |file: &str| {
+        std::fs::read_to_string(package.join(file))
+            .unwrap_or_else(|e| panic!("reading the Python client's {file}: {e}"))
+    };
+    // The text of one class: from its `class` line to the next top-level one.
+    let class_body = |source: &str, class: &str| -> Option<String> {
+        let (_, rest) = source.split_once(&format!("\nclass {class}("))?;
+        Some(rest.split("\nclass ").next().unwrap_or(rest).to_owned())
+    };
+    let client = read("_client.py");
+    let tocsin = class_body(&client, "Tocsin").expect("class Tocsin in _client.py");
+    let mut operations = 0;
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("a path item") {
+            operations += 1;
+            let name = format!("{method} {path}");
+            let sample = op["x-codeSamples"]
+                .as_array()
+                .and_then(|samples| samples.iter().find(|s| s["label"] == "tocsin (Python)"))
+                .unwrap_or_else(|| panic!("{name} has no tocsin (Python) code sample"));
+            assert_eq!(sample["lang"], "Python", "{name}");
+            let source = sample["source"].as_str().expect("a source");
+            assert!(
+                source.contains("from tocsin import Tocsin\n"),
+                "{name}: {source}"
+            );
+            // The call is the last `client.` of the sample, after the client
+            // is built: `result = client.events.create(` or
+            // `with client.events.stream(`.
+            let call = source
+                .rsplit_once("client.")
+                .filter(|(before, _)| before.contains("client = Tocsin("))
+                .and_then(|(_, call)| call.split_once('('))
+                .map(|(call, _)| call)
+                .unwrap_or_else(|| panic!("{name}: no `client.<method>(` call in {source}"));
+            let exists = match call.split_once('.') {
+                // `client.identify`, `client.request`: a method of Tocsin.
+                None => tocsin.contains(&format!("\n    def {call}(")),
+                // `client.events.create`: a method of the resource class
+                // Tocsin's attribute holds (`self.events = Events(self)`).
+                Some((attribute, method)) => tocsin
+                    .split_once(&format!("self.{attribute} = "))
+                    .and_then(|(_, rest)| rest.split_once("(self)"))
+                    .and_then(|(class, _)| {
+                        class_body(&read(&format!("resources/{attribute}.py")), class)
+                    })
+                    .is_some_and(|resource| resource.contains(&format!("\n    def {method}("))),
+            };
+            assert!(
+                exists,
+                "{name}: the Python client has no method `client.{call}`"
+            );
+        }
+    }
+    assert!(operations >= 8, "only {operations} operations documented");
+}
+
 /// Each API operation says which key scope it needs and documents the 403 a
 /// key without it gets; an operation that needs no scope has no 403.
 #[tokio::test]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from types import TracebackType
-from typing import Awaitable, Callable, Mapping, Optional, Type, TypeVar, Union
+from typing import Any, Generic, Mapping, Optional, Type, TypeVar, Union
 
 import anyio
 import httpx
@@ -30,24 +30,39 @@ from ._response import Failure, TocsinResponse, read_response, transport_failure
 from ._retry import RetryBudget
 
 T = TypeVar("T")
-Self = TypeVar("Self", bound="BaseClient")
+Self = TypeVar("Self", bound="BaseClient[Any]")
+#: httpx.Client or httpx.AsyncClient.
+HttpT = TypeVar("HttpT", httpx.Client, httpx.AsyncClient)
 
 
-class BaseClient:
-    """Settings and the last known rate limit, shared by both clients."""
+class BaseClient(Generic[HttpT]):
+    """Settings, the httpx client and the last known rate limit, shared by
+    both clients. The one constructor of `Tocsin` and `AsyncTocsin`."""
 
+    #: httpx.Client or httpx.AsyncClient: what `http_client` must be, and
+    #: what the client makes when it is not given.
+    _http_type: Type[HttpT]
+    _http: HttpT
+    #: Made by the client, so closed by it; one passed in belongs to the caller.
+    _owns_http: bool
     _config: ClientConfig
     _last_rate_limit: Optional[RateLimit]
 
     def __init__(
         self,
-        api_key: Optional[str],
+        api_key: Optional[str] = None,
         *,
-        base_url: Union[str, httpx.URL, None],
-        timeout: Timeout,
-        max_retries: int,
-        default_headers: Optional[Mapping[str, str]],
+        base_url: Union[str, httpx.URL, None] = None,
+        timeout: Timeout = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        default_headers: Optional[Mapping[str, str]] = None,
+        http_client: Optional[HttpT] = None,
     ) -> None:
+        if http_client is not None and not isinstance(http_client, self._http_type):
+            raise TocsinError(
+                f"http_client must be an httpx.{self._http_type.__name__} "
+                "(Tocsin takes an httpx.Client, AsyncTocsin an httpx.AsyncClient)"
+            )
         self._config = ClientConfig(
             api_key=resolve_api_key(api_key),
             base_url=resolve_base_url(base_url),
@@ -56,6 +71,8 @@ class BaseClient:
             default_headers=dict(default_headers or {}),
         )
         self._last_rate_limit = None
+        self._owns_http = http_client is None
+        self._http = http_client if http_client is not None else self._http_type()
 
     @property
     def base_url(self) -> str:
@@ -93,39 +110,15 @@ class BaseClient:
         )
 
 
-class SyncAPIClient(BaseClient):
+class SyncAPIClient(BaseClient[httpx.Client]):
     """The blocking request loop, on an httpx.Client."""
 
-    _http: httpx.Client
-    #: Made by the client, so closed by it; one passed in belongs to the caller.
-    _owns_http: bool
-    #: Waits before a retry; replaced in tests, to retry without waiting.
-    _sleep: Callable[[float], None]
+    _http_type = httpx.Client
 
-    def __init__(
-        self,
-        api_key: Optional[str] = None,
-        *,
-        base_url: Union[str, httpx.URL, None] = None,
-        timeout: Timeout = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        default_headers: Optional[Mapping[str, str]] = None,
-        http_client: Optional[httpx.Client] = None,
-    ) -> None:
-        if http_client is not None and not isinstance(http_client, httpx.Client):
-            raise TocsinError(
-                "http_client must be an httpx.Client (AsyncTocsin takes an httpx.AsyncClient)"
-            )
-        super().__init__(
-            api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-            default_headers=default_headers,
-        )
-        self._owns_http = http_client is None
-        self._http = http_client if http_client is not None else httpx.Client()
-        self._sleep = time.sleep
+    @staticmethod
+    def _sleep(seconds: float) -> None:
+        """Waits before a retry; replaced in tests, to retry without waiting."""
+        time.sleep(seconds)
 
     def _request(self, spec: CallSpec[T], options: RequestOptions) -> TocsinResponse[T]:
         request, has_key = build_request(self._http, self._config, spec, options)
@@ -162,37 +155,15 @@ class SyncAPIClient(BaseClient):
         self.close()
 
 
-class AsyncAPIClient(BaseClient):
+class AsyncAPIClient(BaseClient[httpx.AsyncClient]):
     """The same loop with `await`, on an httpx.AsyncClient."""
 
-    _http: httpx.AsyncClient
-    _owns_http: bool
-    _sleep: Callable[[float], Awaitable[None]]
+    _http_type = httpx.AsyncClient
 
-    def __init__(
-        self,
-        api_key: Optional[str] = None,
-        *,
-        base_url: Union[str, httpx.URL, None] = None,
-        timeout: Timeout = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        default_headers: Optional[Mapping[str, str]] = None,
-        http_client: Optional[httpx.AsyncClient] = None,
-    ) -> None:
-        if http_client is not None and not isinstance(http_client, httpx.AsyncClient):
-            raise TocsinError(
-                "http_client must be an httpx.AsyncClient (Tocsin takes an httpx.Client)"
-            )
-        super().__init__(
-            api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-            default_headers=default_headers,
-        )
-        self._owns_http = http_client is None
-        self._http = http_client if http_client is not None else httpx.AsyncClient()
-        self._sleep = anyio.sleep
+    @staticmethod
+    async def _sleep(seconds: float) -> None:
+        """Waits before a retry, under asyncio or trio; replaced in tests."""
+        await anyio.sleep(seconds)
 
     async def _request(self, spec: CallSpec[T], options: RequestOptions) -> TocsinResponse[T]:
         request, has_key = build_request(self._http, self._config, spec, options)

@@ -4,12 +4,11 @@ request loop is in `_base_client`."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence, Union
-
-import httpx
+from functools import cached_property
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 from ._base_client import AsyncAPIClient, SyncAPIClient
-from ._config import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, Timeout
+from ._config import Timeout
 from ._models import Identity
 from ._operation import call
 from ._exceptions import TocsinError
@@ -67,35 +66,32 @@ class Tocsin(SyncAPIClient):
     `close()`, to close its connections.
     """
 
-    events: Events
-    devices: Devices
-    channels: Channels
-    users: Users
-    stats: Stats
+    # Made on first use, as openai-python does: a client that only records
+    # events never builds the others.
+    @cached_property
+    def events(self) -> Events:
+        """`POST /v1/events`, `GET /v1/events`, `GET /v1/events/{id}`, `GET /v1/stream`."""
+        return Events(self)
 
-    def __init__(
-        self,
-        api_key: Optional[str] = None,
-        *,
-        base_url: Union[str, httpx.URL, None] = None,
-        timeout: Timeout = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        default_headers: Optional[Mapping[str, str]] = None,
-        http_client: Optional[httpx.Client] = None,
-    ) -> None:
-        super().__init__(
-            api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-            default_headers=default_headers,
-            http_client=http_client,
-        )
-        self.events = Events(self)
-        self.devices = Devices(self)
-        self.channels = Channels(self)
-        self.users = Users(self)
-        self.stats = Stats(self)
+    @cached_property
+    def devices(self) -> Devices:
+        """`POST /v1/devices`, `GET /v1/devices`, `DELETE /v1/devices/{id}`, `GET /v1/webpush/key`."""
+        return Devices(self)
+
+    @cached_property
+    def channels(self) -> Channels:
+        """`GET /v1/channels`."""
+        return Channels(self)
+
+    @cached_property
+    def users(self) -> Users:
+        """`GET /v1/users/{userId}`."""
+        return Users(self)
+
+    @cached_property
+    def stats(self) -> Stats:
+        """`GET /v1/stats/events`."""
+        return Stats(self)
 
     def identify(
         self,
@@ -149,35 +145,30 @@ class AsyncTocsin(AsyncAPIClient):
             await client.events.create(channel_name="payments", title="Payment failed")
     """
 
-    events: AsyncEvents
-    devices: AsyncDevices
-    channels: AsyncChannels
-    users: AsyncUsers
-    stats: AsyncStats
+    @cached_property
+    def events(self) -> AsyncEvents:
+        """See `Tocsin.events`."""
+        return AsyncEvents(self)
 
-    def __init__(
-        self,
-        api_key: Optional[str] = None,
-        *,
-        base_url: Union[str, httpx.URL, None] = None,
-        timeout: Timeout = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        default_headers: Optional[Mapping[str, str]] = None,
-        http_client: Optional[httpx.AsyncClient] = None,
-    ) -> None:
-        super().__init__(
-            api_key,
-            base_url=base_url,
-            timeout=timeout,
-            max_retries=max_retries,
-            default_headers=default_headers,
-            http_client=http_client,
-        )
-        self.events = AsyncEvents(self)
-        self.devices = AsyncDevices(self)
-        self.channels = AsyncChannels(self)
-        self.users = AsyncUsers(self)
-        self.stats = AsyncStats(self)
+    @cached_property
+    def devices(self) -> AsyncDevices:
+        """See `Tocsin.devices`."""
+        return AsyncDevices(self)
+
+    @cached_property
+    def channels(self) -> AsyncChannels:
+        """See `Tocsin.channels`."""
+        return AsyncChannels(self)
+
+    @cached_property
+    def users(self) -> AsyncUsers:
+        """See `Tocsin.users`."""
+        return AsyncUsers(self)
+
+    @cached_property
+    def stats(self) -> AsyncStats:
+        """See `Tocsin.stats`."""
+        return AsyncStats(self)
 
     async def identify(
         self,

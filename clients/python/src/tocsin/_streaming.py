@@ -10,6 +10,7 @@ long to wait); `EventStream` and `AsyncEventStream` only do the I/O.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from types import TracebackType
 from typing import (
     TYPE_CHECKING,
@@ -45,7 +46,10 @@ DEFAULT_IDLE_TIMEOUT = 45.0
 #: turn an outage into a busy loop.
 MIN_RECONNECT_DELAY = 0.1
 
-_STREAM_SPEC: CallSpec[None] = CallSpec(method="GET", path="/v1/stream", cast=lambda _: None)
+
+
+def _no_data(_: object) -> None:
+    """A stream's answer has no envelope to read."""
 
 
 class StreamState:
@@ -150,28 +154,49 @@ class StreamState:
         return backoff_delay(self._failures - 1, initial=initial, ceiling=max(MAX_DELAY, initial))
 
 
-def _stream_request(
-    http: Union[httpx.Client, httpx.AsyncClient],
-    client: Union["SyncAPIClient", "AsyncAPIClient"],
-    state: StreamState,
-    query: Dict[str, Optional[str]],
-    options: RequestOptions,
-    idle_timeout: float,
-) -> httpx.Request:
-    base = client._config.timeout
-    if options.timeout is not None:
-        base = resolve_timeout(options.timeout)
-    # The read timeout is the idle timeout: it bounds each wait for bytes,
-    # keep-alives included, and so detects a dead connection.
-    timeout = httpx.Timeout(base.connect, read=idle_timeout, write=base.write, pool=base.pool)
-    spec = CallSpec(method="GET", path=_STREAM_SPEC.path, cast=_STREAM_SPEC.cast, query=query)
-    request, _ = build_request(
-        http, client._config, spec, options, timeout=timeout, extra=state.headers()
-    )
-    return request
+@dataclass(frozen=True)
+class StreamSettings:
+    """What `events.stream` was asked for."""
+
+    query: Dict[str, Optional[str]]
+    last_event_id: Optional[str]
+    options: RequestOptions
+    idle_timeout: float
 
 
-class EventStream:
+class _StreamBase:
+    """What both streams hold: their settings and where they stand."""
+
+    def __init__(self, client: Union["SyncAPIClient", "AsyncAPIClient"], stream: StreamSettings) -> None:
+        self._settings = stream
+        self._state = StreamState(max_retries=client.max_retries, last_event_id=stream.last_event_id)
+
+    @property
+    def last_event_id(self) -> Optional[str]:
+        """The id of the latest event handed out (or the one given), to
+        resume with later: `events.stream(last_event_id=...)`."""
+        return self._state.last_event_id
+
+    def _request(self, http: Union[httpx.Client, httpx.AsyncClient], client: Union["SyncAPIClient", "AsyncAPIClient"]) -> httpx.Request:
+        """The request of the next connection: the client's timeout for
+        connecting, the idle timeout for every read (keep-alives included),
+        so a dead connection is noticed; Last-Event-ID when there is one."""
+        options, base = self._settings.options, client._config.timeout
+        if options.timeout is not None:
+            base = resolve_timeout(options.timeout)
+        timeout = httpx.Timeout(
+            base.connect, read=self._settings.idle_timeout, write=base.write, pool=base.pool
+        )
+        spec = CallSpec(
+            method="GET", path="/v1/stream", cast=_no_data, query=self._settings.query
+        )
+        request, _ = build_request(
+            http, client._config, spec, options, timeout=timeout, extra=self._state.headers()
+        )
+        return request
+
+
+class EventStream(_StreamBase):
     """The project's events as they are recorded, as an iterator. Leaving the
     loop does not close the connection by itself in every Python: use it as a
     context manager, or call `close()`.
@@ -181,27 +206,10 @@ class EventStream:
                 print(event.title)
     """
 
-    def __init__(
-        self,
-        client: "SyncAPIClient",
-        *,
-        query: Dict[str, Optional[str]],
-        last_event_id: Optional[str],
-        options: RequestOptions,
-        idle_timeout: float,
-    ) -> None:
+    def __init__(self, client: "SyncAPIClient", stream: StreamSettings) -> None:
+        super().__init__(client, stream)
         self._client = client
-        self._query = query
-        self._options = options
-        self._idle_timeout = idle_timeout
-        self._state = StreamState(max_retries=client.max_retries, last_event_id=last_event_id)
         self._iterator = self._run()
-
-    @property
-    def last_event_id(self) -> Optional[str]:
-        """The id of the latest event handed out (or the one given), to
-        resume with later: `events.stream(last_event_id=...)`."""
-        return self._state.last_event_id
 
     def __iter__(self) -> Iterator[Event]:
         return self
@@ -227,9 +235,7 @@ class EventStream:
     def _run(self) -> Generator[Event, None, None]:
         client, state, http = self._client, self._state, self._client._http
         while True:
-            request = _stream_request(
-                http, client, state, self._query, self._options, self._idle_timeout
-            )
+            request = self._request(http, client)
             failure: Optional[Failure] = None
             try:
                 response = http.send(request, stream=True)
@@ -255,7 +261,7 @@ class EventStream:
             client._sleep(state.next_delay(failure))
 
 
-class AsyncEventStream:
+class AsyncEventStream(_StreamBase):
     """The async twin of `EventStream`:
 
     async with client.events.stream(channel="payments") as stream:
@@ -263,26 +269,10 @@ class AsyncEventStream:
             print(event.title)
     """
 
-    def __init__(
-        self,
-        client: "AsyncAPIClient",
-        *,
-        query: Dict[str, Optional[str]],
-        last_event_id: Optional[str],
-        options: RequestOptions,
-        idle_timeout: float,
-    ) -> None:
+    def __init__(self, client: "AsyncAPIClient", stream: StreamSettings) -> None:
+        super().__init__(client, stream)
         self._client = client
-        self._query = query
-        self._options = options
-        self._idle_timeout = idle_timeout
-        self._state = StreamState(max_retries=client.max_retries, last_event_id=last_event_id)
         self._iterator = self._run()
-
-    @property
-    def last_event_id(self) -> Optional[str]:
-        """The id of the latest event handed out (or the one given)."""
-        return self._state.last_event_id
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self
@@ -308,9 +298,7 @@ class AsyncEventStream:
     async def _run(self) -> AsyncGenerator[Event, None]:
         client, state, http = self._client, self._state, self._client._http
         while True:
-            request = _stream_request(
-                http, client, state, self._query, self._options, self._idle_timeout
-            )
+            request = self._request(http, client)
             failure: Optional[Failure] = None
             try:
                 response = await http.send(request, stream=True)

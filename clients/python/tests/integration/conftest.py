@@ -134,14 +134,3 @@ def ingest() -> Iterator[Ingest]:
 @pytest.fixture(scope="session")
 def api_key(ingest: Ingest) -> str:
     return ingest.create_key()
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(autouse=True)
-def no_tocsin_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TOCSIN_API_KEY", raising=False)
-    monkeypatch.delenv("TOCSIN_BASE_URL", raising=False)

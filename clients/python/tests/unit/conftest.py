@@ -132,15 +132,3 @@ def make_async_client(recorder: Recorder, **options: Any) -> "tocsin.AsyncTocsin
     client.sleeps = sleeps  # type: ignore[attr-defined]
     client._sleep = sleep
     return client
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(autouse=True)
-def no_tocsin_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The caller's shell must not change what a test sees."""
-    monkeypatch.delenv("TOCSIN_API_KEY", raising=False)
-    monkeypatch.delenv("TOCSIN_BASE_URL", raising=False)

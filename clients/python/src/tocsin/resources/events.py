@@ -11,7 +11,7 @@ from .._models import Event, EventList, EventPriority
 from .._operation import call
 from .._request import CallSpec, Headers, RequestOptions
 from .._response import TocsinResponse
-from .._streaming import DEFAULT_IDLE_TIMEOUT, AsyncEventStream, EventStream
+from .._streaming import DEFAULT_IDLE_TIMEOUT, AsyncEventStream, EventStream, StreamSettings
 from ._resource import AsyncResource, SyncResource
 from .stats import Instant
 
@@ -24,6 +24,21 @@ def _create(fields: Dict[str, Any]) -> CallSpec[Event]:
 
 def _list(query: Dict[str, Any]) -> CallSpec[EventList]:
     return call("listEvents", EventList.from_json, query=query)
+
+
+def _stream_settings(
+    channel: Optional[str],
+    last_event_id: Optional[str],
+    idle_timeout: float,
+    timeout: Optional[Timeout],
+    extra_headers: Optional[Headers],
+) -> StreamSettings:
+    return StreamSettings(
+        query={"channel": channel},
+        last_event_id=last_event_id,
+        options=RequestOptions(timeout=timeout, extra_headers=extra_headers),
+        idle_timeout=idle_timeout,
+    )
 
 
 def _following(cursor: Optional[str], page: EventList) -> Optional[str]:
@@ -158,10 +173,7 @@ class Events(SyncResource):
         `EventStream`. Nothing is sent until the loop starts."""
         return EventStream(
             self._client,
-            query={"channel": channel},
-            last_event_id=last_event_id,
-            options=RequestOptions(timeout=timeout, extra_headers=extra_headers),
-            idle_timeout=idle_timeout,
+            _stream_settings(channel, last_event_id, idle_timeout, timeout, extra_headers),
         )
 
 
@@ -280,8 +292,5 @@ class AsyncEvents(AsyncResource):
         """`GET /v1/stream`: see `Events.stream`; iterate with `async for`."""
         return AsyncEventStream(
             self._client,
-            query={"channel": channel},
-            last_event_id=last_event_id,
-            options=RequestOptions(timeout=timeout, extra_headers=extra_headers),
-            idle_timeout=idle_timeout,
+            _stream_settings(channel, last_event_id, idle_timeout, timeout, extra_headers),
         )
