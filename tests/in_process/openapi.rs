@@ -255,53 +255,64 @@ async fn every_operation_has_a_tocsin_client_sample_calling_a_real_method() {
             .unwrap_or_else(|e| panic!("reading the client's {file}: {e}"))
     };
     let tocsin = read("client.ts");
-    let mut operations = 0;
+    let import = r#"import { Tocsin } from "@tocsin/client";"#;
+    for (name, source) in code_samples(&doc, "@tocsin/client", "TypeScript", import) {
+        // The call is the last `tocsin.` of the sample, awaited or
+        // iterated (`for await (const event of tocsin.events.stream(`).
+        let call = source
+            .rsplit_once("tocsin.")
+            .filter(|(before, _)| before.contains("await"))
+            .and_then(|(_, call)| call.split_once('('))
+            .map(|(call, _)| call)
+            .unwrap_or_else(|| panic!("{name}: no awaited `tocsin.<method>(` in {source}"));
+        let exists = match call.split_once('.') {
+            // `tocsin.identify`, `tocsin.request`: a method of the client.
+            None => {
+                tocsin.contains(&format!("async {call}("))
+                    || tocsin.contains(&format!("async {call}<"))
+            }
+            // `tocsin.events.create`: a method of the resource class the
+            // client's property holds.
+            Some((property, method)) => tocsin
+                .split_once(&format!("readonly {property}: "))
+                .and_then(|(_, rest)| rest.split_once(';'))
+                .is_some_and(|(class, _)| {
+                    let resource = read(&format!("resources/{property}.ts"));
+                    // `async get(`, or `list(` returning a promise or
+                    // an async iterable.
+                    resource.contains(&format!("export class {class} "))
+                        && (resource.contains(&format!("async {method}("))
+                            || resource.contains(&format!("\n  {method}(")))
+                }),
+        };
+        assert!(exists, "{name}: the client has no method `tocsin.{call}`");
+    }
+}
+
+/// The source of every operation's code sample labelled `label`, by
+/// `"<method> <path>"`, after checking that each operation has one, in
+/// `lang`, and that it imports the client with `import`.
+fn code_samples(doc: &Value, label: &str, lang: &str, import: &str) -> Vec<(String, String)> {
+    let mut samples = Vec::new();
     for (path, item) in doc["paths"].as_object().expect("paths") {
         for (method, op) in item.as_object().expect("a path item") {
-            operations += 1;
             let name = format!("{method} {path}");
             let sample = op["x-codeSamples"]
                 .as_array()
-                .and_then(|samples| samples.iter().find(|s| s["label"] == "@tocsin/client"))
-                .unwrap_or_else(|| panic!("{name} has no @tocsin/client code sample"));
-            assert_eq!(sample["lang"], "TypeScript", "{name}");
+                .and_then(|samples| samples.iter().find(|s| s["label"] == label))
+                .unwrap_or_else(|| panic!("{name} has no {label} code sample"));
+            assert_eq!(sample["lang"], lang, "{name}");
             let source = sample["source"].as_str().expect("a source");
-            assert!(
-                source.contains(r#"import { Tocsin } from "@tocsin/client";"#),
-                "{name}: {source}"
-            );
-            // The call is the last `tocsin.` of the sample, awaited or
-            // iterated (`for await (const event of tocsin.events.stream(`).
-            let call = source
-                .rsplit_once("tocsin.")
-                .filter(|(before, _)| before.contains("await"))
-                .and_then(|(_, call)| call.split_once('('))
-                .map(|(call, _)| call)
-                .unwrap_or_else(|| panic!("{name}: no awaited `tocsin.<method>(` in {source}"));
-            let exists = match call.split_once('.') {
-                // `tocsin.identify`, `tocsin.request`: a method of the client.
-                None => {
-                    tocsin.contains(&format!("async {call}("))
-                        || tocsin.contains(&format!("async {call}<"))
-                }
-                // `tocsin.events.create`: a method of the resource class the
-                // client's property holds.
-                Some((property, method)) => tocsin
-                    .split_once(&format!("readonly {property}: "))
-                    .and_then(|(_, rest)| rest.split_once(';'))
-                    .is_some_and(|(class, _)| {
-                        let resource = read(&format!("resources/{property}.ts"));
-                        // `async get(`, or `list(` returning a promise or
-                        // an async iterable.
-                        resource.contains(&format!("export class {class} "))
-                            && (resource.contains(&format!("async {method}("))
-                                || resource.contains(&format!("\n  {method}(")))
-                    }),
-            };
-            assert!(exists, "{name}: the client has no method `tocsin.{call}`");
+            assert!(source.contains(import), "{name}: {source}");
+            samples.push((name, source.to_owned()));
         }
     }
-    assert!(operations >= 8, "only {operations} operations documented");
+    assert!(
+        samples.len() >= 8,
+        "only {} operations documented",
+        samples.len()
+    );
+    samples
 }
 
 /// Every operation shows how to call it with the Python client, `tocsin`, and
@@ -323,50 +334,35 @@ async fn every_operation_has_a_python_client_sample_calling_a_real_method() {
     };
     let client = read("_client.py");
     let tocsin = class_body(&client, "Tocsin").expect("class Tocsin in _client.py");
-    let mut operations = 0;
-    for (path, item) in doc["paths"].as_object().expect("paths") {
-        for (method, op) in item.as_object().expect("a path item") {
-            operations += 1;
-            let name = format!("{method} {path}");
-            let sample = op["x-codeSamples"]
-                .as_array()
-                .and_then(|samples| samples.iter().find(|s| s["label"] == "tocsin (Python)"))
-                .unwrap_or_else(|| panic!("{name} has no tocsin (Python) code sample"));
-            assert_eq!(sample["lang"], "Python", "{name}");
-            let source = sample["source"].as_str().expect("a source");
-            assert!(
-                source.contains("from tocsin import Tocsin\n"),
-                "{name}: {source}"
-            );
-            // The call is the last `client.` of the sample, after the client
-            // is built: `result = client.events.create(` or
-            // `with client.events.stream(`.
-            let call = source
-                .rsplit_once("client.")
-                .filter(|(before, _)| before.contains("client = Tocsin("))
-                .and_then(|(_, call)| call.split_once('('))
-                .map(|(call, _)| call)
-                .unwrap_or_else(|| panic!("{name}: no `client.<method>(` call in {source}"));
-            let exists = match call.split_once('.') {
-                // `client.identify`, `client.request`: a method of Tocsin.
-                None => tocsin.contains(&format!("\n    def {call}(")),
-                // `client.events.create`: a method of the resource class
-                // Tocsin's attribute holds (`self.events = Events(self)`).
-                Some((attribute, method)) => tocsin
-                    .split_once(&format!("self.{attribute} = "))
-                    .and_then(|(_, rest)| rest.split_once("(self)"))
-                    .and_then(|(class, _)| {
-                        class_body(&read(&format!("resources/{attribute}.py")), class)
-                    })
-                    .is_some_and(|resource| resource.contains(&format!("\n    def {method}("))),
-            };
-            assert!(
-                exists,
-                "{name}: the Python client has no method `client.{call}`"
-            );
-        }
+    let import = "from tocsin import Tocsin\n";
+    for (name, source) in code_samples(&doc, "tocsin (Python)", "Python", import) {
+        // The call is the last `client.` of the sample, after the client
+        // is built: `result = client.events.create(` or
+        // `with client.events.stream(`.
+        let call = source
+            .rsplit_once("client.")
+            .filter(|(before, _)| before.contains("client = Tocsin("))
+            .and_then(|(_, call)| call.split_once('('))
+            .map(|(call, _)| call)
+            .unwrap_or_else(|| panic!("{name}: no `client.<method>(` call in {source}"));
+        let exists = match call.split_once('.') {
+            // `client.identify`, `client.request`: a method of Tocsin.
+            None => tocsin.contains(&format!("\n    def {call}(")),
+            // `client.events.create`: a method of the resource class
+            // Tocsin's property returns (`def events(self) -> Events:`).
+            Some((attribute, method)) => tocsin
+                .split_once(&format!("\n    def {attribute}(self) -> "))
+                .and_then(|(_, rest)| rest.split_once(':'))
+                .and_then(|(class, _)| {
+                    class_body(&read(&format!("resources/{attribute}.py")), class)
+                })
+                .is_some_and(|resource| resource.contains(&format!("\n    def {method}("))),
+        };
+        assert!(
+            exists,
+            "{name}: the Python client has no method `client.{call}`"
+        );
     }
-    assert!(operations >= 8, "only {operations} operations documented");
 }
 
 /// Each API operation says which key scope it needs and documents the 403 a
