@@ -112,3 +112,8 @@ async def test_errors_are_the_same_classes(ingest: Ingest, client: tocsin.AsyncT
         with pytest.raises(tocsin.AuthenticationError) as denied:
             await stranger.channels.list()
     assert denied.value.request_id and denied.value.request_id in str(denied.value)
+
+
+async def test_request_calls_any_route(client: tocsin.AsyncTocsin) -> None:
+    result = await client.request("GET", "/v1/devices")
+    assert isinstance(result.data["devices"], list) and result.request_id

@@ -267,3 +267,11 @@ def test_nothing_listening_is_a_connection_error_after_the_retries(api_key: str)
         with pytest.raises(tocsin.APIConnectionError) as raised:
             client.channels.list()
     assert url in str(raised.value)
+
+
+def test_request_calls_any_route_and_returns_its_raw_data(client: tocsin.Tocsin) -> None:
+    channel = unique("it-raw")
+    created = client.request("POST", "/v1/events", body={"channelName": channel, "title": "raw", "notify": False})
+    assert created.status_code == 201 and created.data["channelName"] == channel
+    listed = client.request("GET", "/v1/events", query={"channel": channel})
+    assert [e["id"] for e in listed.data["items"]] == [created.data["id"]]
