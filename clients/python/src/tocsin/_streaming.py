@@ -167,9 +167,13 @@ class StreamSettings:
 class _StreamBase:
     """What both streams hold: their settings and where they stand."""
 
-    def __init__(self, client: Union["SyncAPIClient", "AsyncAPIClient"], stream: StreamSettings) -> None:
+    def __init__(
+        self, client: Union["SyncAPIClient", "AsyncAPIClient"], stream: StreamSettings
+    ) -> None:
         self._settings = stream
-        self._state = StreamState(max_retries=client.max_retries, last_event_id=stream.last_event_id)
+        self._state = StreamState(
+            max_retries=client.max_retries, last_event_id=stream.last_event_id
+        )
 
     @property
     def last_event_id(self) -> Optional[str]:
@@ -177,7 +181,7 @@ class _StreamBase:
         resume with later: `events.stream(last_event_id=...)`."""
         return self._state.last_event_id
 
-    def _request(self, http: Union[httpx.Client, httpx.AsyncClient], client: Union["SyncAPIClient", "AsyncAPIClient"]) -> httpx.Request:
+    def _request(self, client: Union["SyncAPIClient", "AsyncAPIClient"]) -> httpx.Request:
         """The request of the next connection: the client's timeout for
         connecting, the idle timeout for every read (keep-alives included),
         so a dead connection is noticed; Last-Event-ID when there is one."""
@@ -191,7 +195,7 @@ class _StreamBase:
             method="GET", path="/v1/stream", cast=_no_data, query=self._settings.query
         )
         request, _ = build_request(
-            http, client._config, spec, options, timeout=timeout, extra=self._state.headers()
+            client._http, client._config, spec, options, timeout=timeout, extra=self._state.headers()
         )
         return request
 
@@ -235,7 +239,7 @@ class EventStream(_StreamBase):
     def _run(self) -> Generator[Event, None, None]:
         client, state, http = self._client, self._state, self._client._http
         while True:
-            request = self._request(http, client)
+            request = self._request(client)
             failure: Optional[Failure] = None
             try:
                 response = http.send(request, stream=True)
@@ -298,7 +302,7 @@ class AsyncEventStream(_StreamBase):
     async def _run(self) -> AsyncGenerator[Event, None]:
         client, state, http = self._client, self._state, self._client._http
         while True:
-            request = self._request(http, client)
+            request = self._request(client)
             failure: Optional[Failure] = None
             try:
                 response = await http.send(request, stream=True)

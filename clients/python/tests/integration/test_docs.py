@@ -4,11 +4,15 @@ where the built wheel is installed)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 from typing import Dict, Iterator
 
@@ -81,3 +85,30 @@ def test_the_tests_use_the_installed_wheel_when_scripts_test_runs_them() -> None
     package = Path(tocsin.__file__).parent
     assert "site-packages" in package.parts, package
     assert (package / "py.typed").is_file(), "the wheel ships py.typed"
+
+
+def test_every_python_sample_of_the_docs_page_runs(ingest: Ingest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The /docs page's `tocsin (Python)` samples (ingest/src/openapi/
+    code_samples.rs) run as a reader would paste them: a wrong keyword or
+    method is a TypeError or AttributeError here. The service may refuse a
+    sample's example values (an unknown id, an admin route with an API key):
+    that is an APIError, and fine."""
+    with urllib.request.urlopen(f"{ingest.base_url}/openapi.json", timeout=10) as answer:
+        document = json.load(answer)
+    monkeypatch.setenv("TOCSIN_API_KEY", ingest.create_key())
+    ran = 0
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            samples = [s for s in operation.get("x-codeSamples", []) if s["label"] == "tocsin (Python)"]
+            assert len(samples) == 1, f"{method} {path} has no Python sample"
+            source = samples[0]["source"].replace("http://127.0.0.1:8080", ingest.base_url)
+            code = compile(source, f"<sample {method} {path}>", "exec")
+            if operation["operationId"] == "streamEvents":
+                continue  # it follows the stream forever; compiled is enough
+            with contextlib.redirect_stdout(io.StringIO()):
+                try:
+                    exec(code, {})
+                except tocsin.APIError:
+                    pass
+            ran += 1
+    assert ran >= 10
