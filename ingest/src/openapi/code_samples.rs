@@ -54,7 +54,10 @@ const PYTHON_METHODS: [(&str, &str, Option<&str>); 12] = [
     (
         "registerDevice",
         "devices.create",
-        Some(r#"token="a1b2c3d4e5f6", environment="production", name="On-call iPhone""#),
+        Some(concat!(
+            r#"token="a1b2c3d4e5f60718a1b2c3d4e5f60718a1b2c3d4e5f60718a1b2c3d4e5f60718", "#,
+            r#"environment="sandbox", name="On-call iPhone""#
+        )),
     ),
     ("listDevices", "devices.list", None),
     ("deleteDevice", "devices.delete", None),
