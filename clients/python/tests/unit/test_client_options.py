@@ -251,3 +251,20 @@ async def test_the_async_request_returns_the_raw_data() -> None:
     recorder = Recorder([envelope([{"id": "k1"}])])
     result = await make_async_client(recorder).request("GET", "/admin/v1/keys")
     assert result.data == [{"id": "k1"}]
+
+
+def test_a_web_push_subscription_is_sent_as_the_browser_gave_it() -> None:
+    device = {
+        "id": "d1", "kind": "webpush", "token": None, "environment": None,
+        "endpoint": "https://push.example.com/abc", "name": None, "channels": None, "active": True,
+        "deactivatedReason": None, "createdAt": "2026-11-22T10:00:00Z", "updatedAt": "2026-11-22T10:00:00Z",
+    }  # fmt: skip
+    recorder = Recorder([envelope(device, 201)])
+    subscription: tocsin.types.WebPushSubscription = {
+        "endpoint": "https://push.example.com/abc",
+        "expirationTime": None,
+        "keys": {"p256dh": "BPk", "auth": "Au"},
+    }
+    result = make_client(recorder).devices.create(kind="webpush", subscription=subscription, channels=("ops",))
+    assert recorder.body() == {"kind": "webpush", "subscription": subscription, "channels": ["ops"]}
+    assert result.data.kind == "webpush" and result.data.endpoint == "https://push.example.com/abc"
