@@ -255,53 +255,114 @@ async fn every_operation_has_a_tocsin_client_sample_calling_a_real_method() {
             .unwrap_or_else(|e| panic!("reading the client's {file}: {e}"))
     };
     let tocsin = read("client.ts");
-    let mut operations = 0;
+    let import = r#"import { Tocsin } from "@tocsin/client";"#;
+    for (name, source) in code_samples(&doc, "@tocsin/client", "TypeScript", import) {
+        // The call is the last `tocsin.` of the sample, awaited or
+        // iterated (`for await (const event of tocsin.events.stream(`).
+        let call = source
+            .rsplit_once("tocsin.")
+            .filter(|(before, _)| before.contains("await"))
+            .and_then(|(_, call)| call.split_once('('))
+            .map(|(call, _)| call)
+            .unwrap_or_else(|| panic!("{name}: no awaited `tocsin.<method>(` in {source}"));
+        let exists = match call.split_once('.') {
+            // `tocsin.identify`, `tocsin.request`: a method of the client.
+            None => {
+                tocsin.contains(&format!("async {call}("))
+                    || tocsin.contains(&format!("async {call}<"))
+            }
+            // `tocsin.events.create`: a method of the resource class the
+            // client's property holds.
+            Some((property, method)) => tocsin
+                .split_once(&format!("readonly {property}: "))
+                .and_then(|(_, rest)| rest.split_once(';'))
+                .is_some_and(|(class, _)| {
+                    let resource = read(&format!("resources/{property}.ts"));
+                    // `async get(`, or `list(` returning a promise or
+                    // an async iterable.
+                    resource.contains(&format!("export class {class} "))
+                        && (resource.contains(&format!("async {method}("))
+                            || resource.contains(&format!("\n  {method}(")))
+                }),
+        };
+        assert!(exists, "{name}: the client has no method `tocsin.{call}`");
+    }
+}
+
+/// The source of every operation's code sample labelled `label`, by
+/// `"<method> <path>"`, after checking that each operation has one, in
+/// `lang`, and that it imports the client with `import`.
+fn code_samples(doc: &Value, label: &str, lang: &str, import: &str) -> Vec<(String, String)> {
+    let mut samples = Vec::new();
     for (path, item) in doc["paths"].as_object().expect("paths") {
         for (method, op) in item.as_object().expect("a path item") {
-            operations += 1;
             let name = format!("{method} {path}");
             let sample = op["x-codeSamples"]
                 .as_array()
-                .and_then(|samples| samples.iter().find(|s| s["label"] == "@tocsin/client"))
-                .unwrap_or_else(|| panic!("{name} has no @tocsin/client code sample"));
-            assert_eq!(sample["lang"], "TypeScript", "{name}");
+                .and_then(|samples| samples.iter().find(|s| s["label"] == label))
+                .unwrap_or_else(|| panic!("{name} has no {label} code sample"));
+            assert_eq!(sample["lang"], lang, "{name}");
             let source = sample["source"].as_str().expect("a source");
-            assert!(
-                source.contains(r#"import { Tocsin } from "@tocsin/client";"#),
-                "{name}: {source}"
-            );
-            // The call is the last `tocsin.` of the sample, awaited or
-            // iterated (`for await (const event of tocsin.events.stream(`).
-            let call = source
-                .rsplit_once("tocsin.")
-                .filter(|(before, _)| before.contains("await"))
-                .and_then(|(_, call)| call.split_once('('))
-                .map(|(call, _)| call)
-                .unwrap_or_else(|| panic!("{name}: no awaited `tocsin.<method>(` in {source}"));
-            let exists = match call.split_once('.') {
-                // `tocsin.identify`, `tocsin.request`: a method of the client.
-                None => {
-                    tocsin.contains(&format!("async {call}("))
-                        || tocsin.contains(&format!("async {call}<"))
-                }
-                // `tocsin.events.create`: a method of the resource class the
-                // client's property holds.
-                Some((property, method)) => tocsin
-                    .split_once(&format!("readonly {property}: "))
-                    .and_then(|(_, rest)| rest.split_once(';'))
-                    .is_some_and(|(class, _)| {
-                        let resource = read(&format!("resources/{property}.ts"));
-                        // `async get(`, or `list(` returning a promise or
-                        // an async iterable.
-                        resource.contains(&format!("export class {class} "))
-                            && (resource.contains(&format!("async {method}("))
-                                || resource.contains(&format!("\n  {method}(")))
-                    }),
-            };
-            assert!(exists, "{name}: the client has no method `tocsin.{call}`");
+            assert!(source.contains(import), "{name}: {source}");
+            samples.push((name, source.to_owned()));
         }
     }
-    assert!(operations >= 8, "only {operations} operations documented");
+    assert!(
+        samples.len() >= 8,
+        "only {} operations documented",
+        samples.len()
+    );
+    samples
+}
+
+/// Every operation shows how to call it with the Python client, `tocsin`, and
+/// the call is a method the sync client really has (`Tocsin`, in
+/// `clients/python/src/tocsin/_client.py`, and its resource classes): a
+/// renamed or removed method fails here, not in a reader's editor.
+#[tokio::test]
+async fn every_operation_has_a_python_client_sample_calling_a_real_method() {
+    let doc = document(&TestApp::spawn(StoreKind::Sqlite).await).await;
+    let package = tocsin_tests::workspace_root().join("clients/python/src/tocsin");
+    let read = |file: &str| {
+        std::fs::read_to_string(package.join(file))
+            .unwrap_or_else(|e| panic!("reading the Python client's {file}: {e}"))
+    };
+    // The text of one class: from its `class` line to the next top-level one.
+    let class_body = |source: &str, class: &str| -> Option<String> {
+        let (_, rest) = source.split_once(&format!("\nclass {class}("))?;
+        Some(rest.split("\nclass ").next().unwrap_or(rest).to_owned())
+    };
+    let client = read("_client.py");
+    let tocsin = class_body(&client, "Tocsin").expect("class Tocsin in _client.py");
+    let import = "from tocsin import Tocsin\n";
+    for (name, source) in code_samples(&doc, "tocsin (Python)", "Python", import) {
+        // The call is the last `client.` of the sample, after the client
+        // is built: `result = client.events.create(` or
+        // `with client.events.stream(`.
+        let call = source
+            .rsplit_once("client.")
+            .filter(|(before, _)| before.contains("client = Tocsin("))
+            .and_then(|(_, call)| call.split_once('('))
+            .map(|(call, _)| call)
+            .unwrap_or_else(|| panic!("{name}: no `client.<method>(` call in {source}"));
+        let exists = match call.split_once('.') {
+            // `client.identify`, `client.request`: a method of Tocsin.
+            None => tocsin.contains(&format!("\n    def {call}(")),
+            // `client.events.create`: a method of the resource class
+            // Tocsin's property returns (`def events(self) -> Events:`).
+            Some((attribute, method)) => tocsin
+                .split_once(&format!("\n    def {attribute}(self) -> "))
+                .and_then(|(_, rest)| rest.split_once(':'))
+                .and_then(|(class, _)| {
+                    class_body(&read(&format!("resources/{attribute}.py")), class)
+                })
+                .is_some_and(|resource| resource.contains(&format!("\n    def {method}("))),
+        };
+        assert!(
+            exists,
+            "{name}: the Python client has no method `client.{call}`"
+        );
+    }
 }
 
 /// Each API operation says which key scope it needs and documents the 403 a

@@ -1,6 +1,7 @@
-//! The `@tocsin/client` code sample of each operation (`x-codeSamples`,
-//! which the docs page shows before its generic snippets): the client call
-//! that does what the operation does, with the request body's example.
+//! The code samples of each operation (`x-codeSamples`, which the docs page
+//! shows before its generic snippets), one per official client: the
+//! `@tocsin/client` (TypeScript) and `tocsin` (Python) call that does what
+//! the operation does, with the request body's example.
 
 use serde_json::{Map, Value, json};
 
@@ -28,6 +29,47 @@ const METHODS: [(&str, &str, Option<&str>); 11] = [
     ("listDevices", "devices.list", None),
     ("deleteDevice", "devices.delete", None),
 ];
+
+/// The Python client's method for each operation, by operation id, and its
+/// arguments when they are neither the request body (as keyword arguments)
+/// nor the path's id. An operation it does not wrap is shown with
+/// `client.request`.
+const PYTHON_METHODS: [(&str, &str, Option<&str>); 12] = [
+    ("createEvent", "events.create", None),
+    ("getEvent", "events.get", None),
+    (
+        "listEvents",
+        "events.list",
+        Some(r#"channel="payments", q="failed", limit=20"#),
+    ),
+    ("listChannels", "channels.list", None),
+    ("eventStats", "stats.events", Some(r#"bucket="hour""#)),
+    (
+        "streamEvents",
+        "events.stream",
+        Some(r#"channel="payments""#),
+    ),
+    ("identify", "identify", None),
+    ("getUser", "users.get", Some(r#""user_7""#)),
+    (
+        "registerDevice",
+        "devices.create",
+        Some(concat!(
+            r#"token="a1b2c3d4e5f60718a1b2c3d4e5f60718a1b2c3d4e5f60718a1b2c3d4e5f60718", "#,
+            r#"environment="sandbox", name="On-call iPhone""#
+        )),
+    ),
+    ("listDevices", "devices.list", None),
+    ("deleteDevice", "devices.delete", None),
+    ("getWebPushKey", "devices.webpush_key", None),
+];
+
+const PYTHON_SETUP: &str = r#"import os
+
+from tocsin import Tocsin
+
+client = Tocsin(os.environ["TOCSIN_API_KEY"], base_url="http://127.0.0.1:8080")
+"#;
 
 /// Operations whose client call is an async iterable, not a promise.
 const STREAMS: [&str; 1] = ["streamEvents"];
@@ -58,24 +100,32 @@ pub fn add(doc: &mut Value) {
             let Some(op) = op.as_object_mut() else {
                 continue;
             };
-            let source = sample(method, path, op, &schemas);
+            let body = body_example(op, &schemas);
+            let typescript = sample(method, path, op, body);
+            let python = python_sample(method, path, op, body);
             op.insert(
                 "x-codeSamples".into(),
-                json!([{ "lang": "TypeScript", "label": "@tocsin/client", "source": source }]),
+                json!([
+                    { "lang": "TypeScript", "label": "@tocsin/client", "source": typescript },
+                    { "lang": "Python", "label": "tocsin (Python)", "source": python },
+                ]),
             );
         }
     }
 }
 
-fn sample(method: &str, path: &str, op: &Map<String, Value>, schemas: &Value) -> String {
-    let body = op
-        .get("requestBody")
+/// The first example of the operation's request body schema, if any.
+fn body_example<'a>(op: &Map<String, Value>, schemas: &'a Value) -> Option<&'a Value> {
+    op.get("requestBody")
         .and_then(|b| b.pointer("/content/application~1json/schema/$ref"))
         .and_then(Value::as_str)
         .and_then(|r| r.strip_prefix("#/components/schemas/"))
         .and_then(|name| schemas.get(name))
         .and_then(|schema| schema.pointer("/examples/0"))
-        .map(|example| js_literal(example, 0));
+}
+
+fn sample(method: &str, path: &str, op: &Map<String, Value>, body: Option<&Value>) -> String {
+    let body = body.map(|example| js_literal(example, 0));
     let operation_id = op.get("operationId").and_then(Value::as_str);
     let call = match METHODS.iter().find(|(id, _, _)| Some(*id) == operation_id) {
         Some((_, method, argument)) => {
@@ -103,6 +153,103 @@ fn sample(method: &str, path: &str, op: &Map<String, Value>, schemas: &Value) ->
         );
     }
     format!("{SETUP}\nconst {{ data }} = await tocsin.{call};\n")
+}
+
+fn python_sample(
+    method: &str,
+    path: &str,
+    op: &Map<String, Value>,
+    body: Option<&Value>,
+) -> String {
+    let operation_id = op.get("operationId").and_then(Value::as_str);
+    let call = match PYTHON_METHODS
+        .iter()
+        .find(|(id, _, _)| Some(*id) == operation_id)
+    {
+        Some((_, method, arguments)) => {
+            let arguments = arguments
+                .map(str::to_owned)
+                .or_else(|| body.map(python_keywords))
+                .or_else(|| path.contains('{').then(|| format!("{EXAMPLE_ID:?}")));
+            format!("{method}({})", arguments.unwrap_or_default())
+        }
+        None => {
+            let mut arguments = format!(
+                "{:?}, {:?}",
+                method.to_uppercase(),
+                path.replace("{id}", EXAMPLE_ID)
+            );
+            if let Some(body) = body {
+                arguments.push_str(&format!(", body={}", python_literal(body, 0)));
+            }
+            format!("request({arguments})")
+        }
+    };
+    if operation_id.is_some_and(|id| STREAMS.contains(&id)) {
+        return format!(
+            "{PYTHON_SETUP}\nwith client.{call} as stream:\n    for event in stream:\n        print(event.title)\n"
+        );
+    }
+    format!("{PYTHON_SETUP}\nresult = client.{call}\nprint(result.data)\n")
+}
+
+/// A JSON object as Python keyword arguments, one a line: the API's
+/// camelCase names in the client's snake_case (`channelName` becomes
+/// `channel_name`), values as Python literals.
+fn python_keywords(body: &Value) -> String {
+    let Value::Object(map) = body else {
+        return String::new();
+    };
+    let fields: Vec<String> = map
+        .iter()
+        .map(|(key, value)| format!("    {}={},\n", snake_case(key), python_literal(value, 1)))
+        .collect();
+    format!("\n{}", fields.concat())
+}
+
+/// `channelName` -> `channel_name`; `user_id` stays as it is.
+fn snake_case(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('_');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `value` as a Python literal, laid out as `js_literal` lays out
+/// JavaScript: dict keys quoted (they keep the API's names), `True`,
+/// `False` and `None`.
+fn python_literal(value: &Value, indent: usize) -> String {
+    let pad = "    ".repeat(indent + 1);
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            let fields: Vec<String> = map
+                .iter()
+                .map(|(key, value)| {
+                    format!(
+                        "{pad}{}: {},\n",
+                        json!(key),
+                        python_literal(value, indent + 1)
+                    )
+                })
+                .collect();
+            format!("{{\n{}{}}}", fields.concat(), "    ".repeat(indent))
+        }
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(|v| python_literal(v, indent)).collect();
+            format!("[{}]", items.join(", "))
+        }
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Null => "None".into(),
+        // Strings and numbers as JSON writes them are valid Python literals.
+        other => other.to_string(),
+    }
 }
 
 /// `value` as a JavaScript literal, as a person would write it: keys
@@ -147,6 +294,18 @@ mod tests {
             js_literal(&body, 0),
             "{\n  channelName: \"payments\",\n  tags: [\"eu\", \"card\"],\n  \
              metadata: {\n    \"order-id\": 1042,\n  },\n  userId: null,\n}"
+        );
+    }
+
+    #[test]
+    fn a_body_reads_as_python_keyword_arguments() {
+        let body = json!({ "channelName": "payments", "tags": ["eu", "card"],
+            "metadata": { "orderId": 1042, "paid": false }, "userId": null, "notify": true });
+        assert_eq!(
+            python_keywords(&body),
+            "\n    channel_name=\"payments\",\n    tags=[\"eu\", \"card\"],\n    \
+             metadata={\n        \"orderId\": 1042,\n        \"paid\": False,\n    },\n    \
+             user_id=None,\n    notify=True,\n"
         );
     }
 }
