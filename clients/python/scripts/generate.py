@@ -283,8 +283,10 @@ class Generator:
             for media, content in response.get("content", {}).items():
                 schema = content.get("schema", {})
                 if media == "text/event-stream":
-                    items = schema.get("items", schema)
-                    return self.py_type(items, "out")
+                    # One message, as OpenAPI 3.2's itemSchema describes it:
+                    # its `data` is the item, as JSON (`contentSchema`).
+                    item = schema.get("properties", {}).get("data", {}).get("contentSchema", schema)
+                    return self.py_type(item, "out")
                 envelope = self.schemas[self.ref_name(schema) or ""]
                 return self.py_type(envelope["properties"]["data"], "out")
         raise SystemExit(f"{op_id} has no 2xx JSON answer")

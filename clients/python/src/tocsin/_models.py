@@ -261,12 +261,18 @@ class EventStats:
     (schema `EventStats`)
     """
 
+    #: At most 1000.
     buckets: List[StatsBucket]
+    #: Where the rest of a range of more than 1000 buckets begins: ask
+    #: again with this as `since` (and the same `until` and `bucket`). Null
+    #: once the answer reaches the end of the range.
+    next_since: Optional[datetime]
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "EventStats":
         return cls(
             buckets=[StatsBucket.from_json(item0) for item0 in data["buckets"]],
+            next_since=None if data["nextSince"] is None else parse_datetime(data["nextSince"]),
         )
 
 

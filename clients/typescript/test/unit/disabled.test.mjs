@@ -137,7 +137,7 @@ describe("disabled client", () => {
     assert.deepEqual(devices.data, { devices: [] });
     const stats = await tocsin.stats.events({ bucket: "day" });
     assertNotSent(stats);
-    assert.deepEqual(stats.data, { buckets: [] });
+    assert.deepEqual(stats.data, { buckets: [], nextSince: null });
     assert.equal(network.calls, 0);
   });
 

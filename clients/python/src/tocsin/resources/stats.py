@@ -29,8 +29,9 @@ class Stats(SyncResource):
     ) -> TocsinResponse[EventStats]:
         """`GET /v1/stats/events`: the number of events per UTC hour (the
         default) or day, oldest first, empty buckets included. By default the
-        last 24 hours by hour, or 30 days by day; more than 1000 buckets is a
-        ValidationError."""
+        last 24 hours by hour, or 30 days by day. An answer holds at most
+        1000 buckets: for a longer range, `next_since` names where the rest
+        begins (pass it as `since`); it is None once the range is complete."""
         query = {"channel": channel, "since": since, "until": until, "bucket": bucket}
         return self._client._request(
             call("eventStats", EventStats.from_json, query=query),
