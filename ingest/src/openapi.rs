@@ -89,6 +89,16 @@ pub fn document(service: &OpenApiService<Apis, ()>) -> Value {
     doc
 }
 
+/// Every operation of the document, to change in place.
+fn operations_mut(doc: &mut Value) -> impl Iterator<Item = &mut Value> {
+    doc.get_mut("paths")
+        .and_then(Value::as_object_mut)
+        .into_iter()
+        .flat_map(|paths| paths.values_mut())
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut())
+}
+
 /// A `text/event-stream` response described as its messages. poem-openapi
 /// writes the stream as an array of its items, which no message is; OpenAPI
 /// 3.2 describes one message with `itemSchema`, and tools reading 3.1 (such
@@ -98,14 +108,7 @@ pub fn document(service: &OpenApiService<Apis, ()>) -> Value {
 /// which `Last-Event-ID` resumes after. Keep-alive comments are not
 /// messages.
 fn describe_event_streams(doc: &mut Value) {
-    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let operations = paths
-        .values_mut()
-        .filter_map(Value::as_object_mut)
-        .flat_map(|item| item.values_mut());
-    for op in operations {
+    for op in operations_mut(doc) {
         let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
             continue;
         };
@@ -175,14 +178,7 @@ const LINKS: &[(&str, &[Link])] = &[
 type Link = (&'static str, &'static str, &'static str);
 
 fn add_links(doc: &mut Value) {
-    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let operations = paths
-        .values_mut()
-        .filter_map(Value::as_object_mut)
-        .flat_map(|item| item.values_mut());
-    for op in operations {
+    for op in operations_mut(doc) {
         let Some(targets) = op["operationId"]
             .as_str()
             .and_then(|id| LINKS.iter().find(|(from, _)| *from == id))

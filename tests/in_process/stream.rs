@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tocsin_tests::{Reply, StoreKind, TestApp, TestConfig, eventually, for_each_store};
+use tocsin_tests::{
+    Reply, StoreKind, TestApp, TestConfig, contract::document, eventually, for_each_store,
+};
 use tokio::time::timeout;
 
 /// How soon an event posted must show on an open stream.
@@ -329,15 +331,7 @@ for_each_store!(
 #[tokio::test]
 async fn every_message_matches_the_published_message_schema() {
     let app = TestApp::spawn(StoreKind::Sqlite).await;
-    let doc: Value = app
-        .client
-        .get(app.url("/openapi.json"))
-        .send()
-        .await
-        .expect("the document")
-        .json()
-        .await
-        .expect("JSON");
+    let doc = document(&app).await;
     let message = doc
         .pointer("/paths/~1v1~1stream/get/responses/200/content/text~1event-stream/schema")
         .cloned()
@@ -378,15 +372,7 @@ async fn every_message_matches_the_published_message_schema() {
 #[tokio::test]
 async fn the_resume_parameters_publish_the_form_they_accept() {
     let app = TestApp::spawn(StoreKind::Sqlite).await;
-    let doc: Value = app
-        .client
-        .get(app.url("/openapi.json"))
-        .send()
-        .await
-        .expect("the document")
-        .json()
-        .await
-        .expect("JSON");
+    let doc = document(&app).await;
     let parameters = doc
         .pointer("/paths/~1v1~1stream/get/parameters")
         .and_then(Value::as_array)
