@@ -1,7 +1,8 @@
 //! What Tocsin's ingest and notifier share: configuration loading (with the
 //! store and broker settings both read), ids and clocks, API key secrets,
 //! telemetry, the shutdown signal, the job queue pair, the storage
-//! interface with its MongoDB and SQLite implementations, and the seam
+//! interface with its MongoDB and SQLite implementations, what a Web Push
+//! subscription's keys must be, and the seam
 //! through which ingest runs a notifier in its own process ([`embedded`]).
 
 pub mod config;
@@ -16,3 +17,4 @@ pub mod shutdown;
 pub mod store;
 pub mod telemetry;
 pub mod time;
+pub mod webpush_keys;

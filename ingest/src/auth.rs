@@ -7,10 +7,11 @@
 //! `Authorization: Bearer <secret>` is looked up by the secret's hash; a
 //! secret of the other kind is refused by its shape, before any lookup,
 //! with a message naming the credential the route takes. API keys are read
-//! through the [`KeyCache`]. Every refusal counts against the client
-//! address's failed-authentication quota, and an address that has used it
-//! up is refused before its secret is even looked at, so guessing gets no
-//! answer. What an authenticated caller may do is the rate limit's and the
+//! through the [`KeyCache`]. Every refusal of a credential counts against
+//! the client address's failed-authentication quota, and an address that
+//! has used it up is refused before its secret is even looked at, so
+//! guessing gets no answer. A request with no credential at all guesses
+//! nothing: it always gets 401, counted as an anonymous request. What an authenticated caller may do is the rate limit's and the
 //! scope check's, inside this layer.
 
 use std::sync::Arc;
@@ -183,6 +184,9 @@ pub async fn authentication<E: Endpoint>(
     };
     let addr = client_addr(&req, state.config.trust_forwarded_for);
     let limits = &state.rate_limits;
+    if !req.headers().contains_key(header::AUTHORIZATION) {
+        return Ok(uncredentialed(&state, credential, addr, request_id));
+    }
     if let Some(Decision::Limited {
         info,
         retry_after_secs,
@@ -231,6 +235,39 @@ pub async fn authentication<E: Endpoint>(
             };
             decision.info().apply(&mut response);
             Ok(response)
+        }
+    }
+}
+
+/// The answer to a request that offers no credential: always 401, since it
+/// guesses nothing, so it neither counts toward its address's lockout nor is
+/// refused by one. It is an anonymous request, counted against the address's
+/// quota for routes without a key like any other (which a flood of them uses
+/// up, as it would on `/healthz`), and that quota is the one its headers
+/// report.
+fn uncredentialed(
+    state: &AppState,
+    credential: Credential,
+    addr: std::net::IpAddr,
+    request_id: RequestId,
+) -> Response {
+    match state.rate_limits.check_anonymous(addr) {
+        Decision::Limited {
+            info,
+            retry_after_secs,
+        } => {
+            state.metrics.rate_limited("anonymous");
+            refused(info, retry_after_secs, request_id)
+        }
+        Decision::Allowed(info) => {
+            let kind = match credential {
+                Credential::ApiKey => SecretKind::ApiKey,
+                Credential::AdminToken => SecretKind::AdminToken,
+            };
+            let mut response =
+                ApiError::Unauthorized(rejected(kind, Fault::Missing).message()).render(request_id);
+            info.apply(&mut response);
+            response
         }
     }
 }
@@ -341,5 +378,42 @@ mod tests {
             StatusCode::TOO_MANY_REQUESTS
         );
         assert_eq!(layer.calls.load(Ordering::SeqCst), 0);
+    }
+
+    /// ST203: offering no credential guesses nothing. It is answered 401
+    /// even from a locked-out address, and any number of such requests
+    /// leave the address's failure quota as it was.
+    #[tokio::test]
+    async fn a_request_without_a_credential_is_always_401_and_never_locks_out() {
+        let layer = Layer::new(2).await;
+        for _ in 0..5 {
+            let (status, body) = layer.call("/v1/events", None).await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+            assert!(body.contains("missing API key"), "{body}");
+        }
+        // The failure quota is untouched: the right key still gets in.
+        let right = format!("Bearer {}", layer.secret);
+        assert_eq!(
+            layer.call("/v1/events", Some(&right)).await.0,
+            StatusCode::OK
+        );
+        // Used up by wrong keys, the lockout refuses credentials, not their
+        // absence.
+        let wrong = format!("Bearer {}", common::keys::generate_secret());
+        for _ in 0..3 {
+            layer.call("/v1/events", Some(&wrong)).await;
+        }
+        assert_eq!(
+            layer.call("/v1/events", Some(&right)).await.0,
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        assert_eq!(
+            layer.call("/v1/events", None).await.0,
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            layer.call("/admin/v1/projects", None).await.0,
+            StatusCode::UNAUTHORIZED
+        );
     }
 }

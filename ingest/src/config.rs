@@ -223,6 +223,14 @@ impl Config {
         }
     }
 
+    /// The limits on a request's header fields.
+    pub fn header_limits(&self) -> crate::header_limit::HeaderLimits {
+        crate::header_limit::HeaderLimits {
+            max_headers: self.max_headers,
+            max_bytes: self.max_header_bytes,
+        }
+    }
+
     /// How the HTTP server treats connections and request heads.
     pub fn server(&self) -> crate::server::Settings {
         crate::server::Settings {
@@ -234,6 +242,7 @@ impl Config {
             // far larger ones itself, before anything is buffered.
             hyper_max_headers: self.max_headers * 4,
             hyper_max_header_bytes: self.max_header_bytes * 4,
+            header_limits: self.header_limits(),
             grace: Duration::from_secs(self.shutdown_grace_seconds),
         }
     }

@@ -80,6 +80,11 @@ pub enum ApiError {
         max_headers: usize,
         max_bytes: usize,
     },
+    /// A request head hyper could not parse (see `server::unparsed`).
+    #[error("malformed HTTP request: its request line or a header field cannot be read")]
+    UnparsableRequest,
+    #[error("request target is too long")]
+    UriTooLong,
     #[error("Content-Type must be application/json")]
     UnsupportedMediaType,
     #[error("this Idempotency-Key was already used for a different request")]
@@ -97,9 +102,11 @@ pub enum ApiError {
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::Validation(_) | Self::MalformedJson(_) | Self::BadHeader { .. } => {
-                StatusCode::BAD_REQUEST
-            }
+            Self::Validation(_)
+            | Self::MalformedJson(_)
+            | Self::BadHeader { .. }
+            | Self::UnparsableRequest => StatusCode::BAD_REQUEST,
+            Self::UriTooLong => StatusCode::URI_TOO_LONG,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MissingScope(_) | Self::OriginNotAllowed => StatusCode::FORBIDDEN,

@@ -81,10 +81,58 @@ pub fn document(service: &OpenApiService<Apis, ()>) -> Value {
     close_request_bodies(&mut doc);
     pin_success_flags(&mut doc);
     upgrade_to_31(&mut doc);
+    describe_event_streams(&mut doc);
     examples_on_fields(&mut doc);
     code_samples::add(&mut doc);
     order::for_readers(&mut doc);
     doc
+}
+
+/// A `text/event-stream` response described as its messages. poem-openapi
+/// writes the stream as an array of its items, which no message is; OpenAPI
+/// 3.2 describes one message with `itemSchema`, and tools reading 3.1 (such
+/// as schemathesis) take the media type's `schema` as that. A message is
+/// what an SSE parser yields (the HTML standard's fields): `data` is the
+/// item as JSON (`contentSchema`), `event` its type and `id` the item's id,
+/// which `Last-Event-ID` resumes after. Keep-alive comments are not
+/// messages.
+fn describe_event_streams(doc: &mut Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let operations = paths
+        .values_mut()
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut());
+    for op in operations {
+        let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        for response in responses.values_mut() {
+            let Some(media) = response.pointer_mut("/content/text~1event-stream") else {
+                continue;
+            };
+            let Some(item) = media.pointer("/schema/items").cloned() else {
+                continue;
+            };
+            media["schema"] = json!({
+                "type": "object",
+                "description": "One message of the stream, as an SSE parser yields it.",
+                "required": ["data", "event", "id"],
+                "properties": {
+                    "event": { "type": "string", "enum": ["event"],
+                        "description": "The message's type: `event`, an event recorded." },
+                    "id": { "type": "string", "format": "uuid",
+                        "description": "The event's id: send it as `Last-Event-ID` to resume after it." },
+                    "data": { "type": "string", "contentMediaType": "application/json",
+                        "contentSchema": item,
+                        "description": "The event as JSON, as `GET /v1/events` lists it." },
+                    "retry": { "type": "integer", "minimum": 0,
+                        "description": "How long a client waits before reconnecting, in milliseconds." }
+                }
+            });
+        }
+    }
 }
 
 /// The names of the schemas used as request bodies.
@@ -122,6 +170,7 @@ fn request_body_schemas(doc: &Value) -> Vec<String> {
 /// service accepts.
 fn examples_on_fields(doc: &mut Value) {
     for name in request_body_schemas(doc) {
+        examples_of_branches(doc, &name);
         let Some(schema) = doc
             .pointer_mut(&format!("/components/schemas/{name}"))
             .and_then(Value::as_object_mut)
@@ -140,6 +189,34 @@ fn examples_on_fields(doc: &mut Value) {
                 property.insert("examples".into(), json!([value]));
             }
         }
+    }
+}
+
+/// A body that is one of several types (a device: APNs, Web Push or FCM)
+/// has no `Example` of its own: it shows its branches' examples, so the
+/// docs' "Test Request" starts from a body the service accepts. (Only the
+/// APNs device has one: a Web Push example would name a real push service,
+/// which a fuzzer's generated requests would then make the notifier call.)
+fn examples_of_branches(doc: &mut Value, name: &str) {
+    let pointer = format!("/components/schemas/{name}");
+    let Some(branches) = doc
+        .pointer(&format!("{pointer}/oneOf"))
+        .and_then(Value::as_array)
+    else {
+        return;
+    };
+    let examples: Vec<Value> = branches
+        .iter()
+        .filter_map(|branch| {
+            let reference = branch["$ref"].as_str()?.trim_start_matches('#');
+            doc.pointer(reference)?.pointer("/examples/0").cloned()
+        })
+        .collect();
+    if let Some(schema) = doc.pointer_mut(&pointer).and_then(Value::as_object_mut)
+        && !examples.is_empty()
+        && !schema.contains_key("examples")
+    {
+        schema.insert("examples".into(), Value::Array(examples));
     }
 }
 

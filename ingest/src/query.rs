@@ -14,7 +14,7 @@ use crate::{
     error::{ApiError, FieldError, call_rendered, rendered},
     metrics::Routes,
     request_id::RequestId,
-    validation::closest_name,
+    validation::{PATTERN_WORDS, closest_name},
 };
 
 /// A parameter as the document publishes it.
@@ -162,6 +162,13 @@ fn expected(schema: &Value, document: &Value) -> String {
             "must be an RFC 3339 date and time, such as 2026-11-23T06:40:00Z".into()
         }
         (Some("string"), Some("uuid")) => "must be a UUID".into(),
+        // A pattern is read to no one: each published one has its words.
+        (Some("string"), _) if schema["pattern"].is_string() => PATTERN_WORDS
+            .iter()
+            .find(|(pattern, _)| schema["pattern"] == *pattern)
+            .map_or("is not in the expected form".into(), |(_, words)| {
+                format!("must be {words}")
+            }),
         (Some("string"), _) => match (schema["minLength"].as_u64(), schema["maxLength"].as_u64()) {
             (Some(min), Some(max)) => format!("must be {min} to {max} characters long"),
             _ => "must be a string".into(),

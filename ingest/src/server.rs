@@ -26,6 +26,7 @@
 //! `worker_connections`), instead of being accepted only to be refused.
 
 mod activity;
+mod unparsed;
 
 use std::{convert::Infallible, future::Future, io, net::SocketAddr, sync::Arc, time::Duration};
 
@@ -52,6 +53,8 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use activity::{Activity, InFlight, Tracked, Watched};
 
+use crate::header_limit::HeaderLimits;
+
 /// How the server treats connections; see `config.default.toml`.
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
@@ -63,6 +66,9 @@ pub struct Settings {
     /// (with the error envelope) in between.
     pub hyper_max_headers: usize,
     pub hyper_max_header_bytes: usize,
+    /// The middleware's limits, which a 431 of hyper's also names once it
+    /// is rewritten into the envelope ([`unparsed`]).
+    pub header_limits: HeaderLimits,
     /// Time in-flight requests get after shutdown begins.
     pub grace: Duration,
 }
@@ -180,10 +186,11 @@ struct Connection {
 impl Connection {
     async fn serve(self, stream: TcpStream) {
         let activity = Arc::new(Activity::new());
-        let io = TokioIo::new(Watched {
-            inner: stream,
-            activity: Arc::clone(&activity),
-        });
+        let io = TokioIo::new(Watched::new(
+            stream,
+            Arc::clone(&activity),
+            self.settings.header_limits,
+        ));
         let local = self.local.clone();
         let remote = RemoteAddr(Addr::from(self.remote));
         let (app, served) = (Arc::clone(&self.app), Arc::clone(&activity));

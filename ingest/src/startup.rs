@@ -28,7 +28,7 @@ use crate::{
     body_limit::limit_body,
     config::Config,
     cors::{Cors, cors},
-    header_limit::{HeaderLimits, limit_headers},
+    header_limit::limit_headers,
     idempotency::idempotency,
     metrics::{self, IngestMetrics, RequestObserver, Routes},
     openapi,
@@ -219,10 +219,7 @@ fn routes(
     });
     let document = Arc::new(document);
     let max_body = state.config.max_body_bytes;
-    let header_limits = HeaderLimits {
-        max_headers: state.config.max_headers,
-        max_bytes: state.config.max_header_bytes,
-    };
+    let header_limits = state.config.header_limits();
     let (s1, s2, s3, s4) = (
         Arc::clone(&state),
         Arc::clone(&state),

@@ -18,6 +18,7 @@ mod messages;
 mod refs;
 mod unknown;
 
+pub(crate) use messages::PATTERN_WORDS;
 pub(crate) use unknown::closest_name;
 
 use std::{

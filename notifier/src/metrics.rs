@@ -43,6 +43,10 @@ pub struct NotifierMetrics {
     pub jobs_dead_lettered: Family<DeadLetterLabels, Counter>,
     pub job_retries: Family<RetryLabels, Counter>,
     pub pushes: Family<PushLabels, Counter>,
+    /// Pushes sent after taking over a claim that ran out without an
+    /// outcome: the earlier push may have gone out too (at-least-once to
+    /// the provider; the collapse id keeps it to one alert on the device).
+    pub possible_repeats: Counter,
     pub push_duration: Latency<ProviderLabels>,
 }
 
@@ -53,6 +57,7 @@ impl NotifierMetrics {
             jobs_dead_lettered: Family::default(),
             job_retries: Family::default(),
             pushes: Family::default(),
+            possible_repeats: Counter::default(),
             push_duration: latency(),
         };
         // Every known series exists from the start, at zero, so a fresh
@@ -94,6 +99,12 @@ impl NotifierMetrics {
             "notifier_pushes",
             "Push attempts by outcome",
             metrics.pushes.clone(),
+        );
+        registry.register(
+            "notifier_possible_repeat_pushes",
+            "Pushes sent in place of a claim whose worker died or stalled without recording \
+             an outcome: possibly a second push of the same alert (same collapse id)",
+            metrics.possible_repeats.clone(),
         );
         registry.register_with_unit(
             "notifier_push_duration",

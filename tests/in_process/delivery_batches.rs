@@ -99,11 +99,13 @@ async fn a_batch_answers_each_delivery_as_its_own_claim_would(kind: StoreKind) {
         vec![
             DeliveryClaim::Acquired {
                 attempt: 1,
-                lease_until: until
+                lease_until: until,
+                retaken: false,
             },
             DeliveryClaim::Acquired {
                 attempt: 1,
-                lease_until: until
+                lease_until: until,
+                retaken: false,
             },
             DeliveryClaim::Busy { until },
             DeliveryClaim::Settled(DeliveryState::Delivered),
@@ -118,7 +120,14 @@ async fn a_batch_answers_each_delivery_as_its_own_claim_would(kind: StoreKind) {
         .await
         .expect("claimed");
     assert!(
-        matches!(claims[0], DeliveryClaim::Acquired { attempt: 2, .. }),
+        matches!(
+            claims[0],
+            DeliveryClaim::Acquired {
+                attempt: 2,
+                retaken: true,
+                ..
+            }
+        ),
         "{claims:?}"
     );
     assert_eq!(claims[1], DeliveryClaim::Settled(DeliveryState::Delivered));

@@ -28,9 +28,14 @@ use uuid::Uuid;
 /// A store of its own database, reached through a proxy.
 async fn behind_proxy() -> (Arc<MongoStore>, Proxy) {
     let (proxy, through) = Proxy::to_mongo().await;
-    let store = MongoStore::connect(&through, &unique_db_name(), Duration::from_secs(3))
-        .await
-        .expect("store opens");
+    let store = MongoStore::connect(
+        &through,
+        &unique_db_name(),
+        Default::default(),
+        Duration::from_secs(3),
+    )
+    .await
+    .expect("store opens");
     (Arc::new(store), proxy)
 }
 
@@ -399,4 +404,64 @@ async fn mongo_a_shutdown_with_a_batch_in_flight_answers_every_request_and_loses
         1 + created,
         "no event stored but those answered 201"
     );
+}
+
+/// The write concern the configuration names (by default `w: "majority"`,
+/// `j: true`) is the one every write of the store carries, and the server
+/// takes writes made with it: an event written with each choice is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_carry_the_configured_write_concern() {
+    use common::store::{MongoWriteConcern, StoreConfig};
+    use mongodb::options::Acknowledgment;
+    let test = TestConfig::new(StoreKind::Mongo);
+    let StoreConfig::Mongo {
+        uri,
+        database,
+        write_concern,
+    } = test.store_config()
+    else {
+        panic!("a MongoDB store");
+    };
+    assert_eq!(write_concern, MongoWriteConcern::Majority, "the default");
+    for (choice, w, journal) in [
+        (
+            MongoWriteConcern::Majority,
+            Acknowledgment::Majority,
+            Some(true),
+        ),
+        (
+            MongoWriteConcern::Journaled,
+            Acknowledgment::Nodes(1),
+            Some(true),
+        ),
+        (
+            MongoWriteConcern::Acknowledged,
+            Acknowledgment::Nodes(1),
+            None,
+        ),
+    ] {
+        let store = MongoStore::connect(&uri, &database, choice, Duration::from_secs(3))
+            .await
+            .expect("store opens");
+        let concern = store.write_concern().expect("a write concern").clone();
+        assert_eq!(
+            (concern.w, concern.journal),
+            (Some(w), journal),
+            "{choice:?}"
+        );
+        let scope = scope();
+        let written = event(&scope, "durable");
+        assert_eq!(
+            store.insert_event(&written).await.expect("written"),
+            Inserted::New
+        );
+        assert!(
+            store
+                .get_event(&scope, written.id)
+                .await
+                .expect("read")
+                .is_some(),
+            "{choice:?}"
+        );
+    }
 }

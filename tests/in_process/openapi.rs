@@ -354,3 +354,46 @@ async fn every_api_operation_names_its_scope_and_documents_its_403() {
     }
     assert!(scoped >= 5, "the API's operations were found: {scoped}");
 }
+
+/// Every request body has an example (the docs' "Test Request" starts from
+/// it, and schemathesis's examples phase sends it), and each example of an
+/// API operation is a body the service accepts as it stands.
+#[tokio::test]
+async fn every_request_body_has_an_example_the_service_accepts() {
+    let app = TestApp::spawn(StoreKind::Sqlite).await;
+    let doc = document(&app).await;
+    let (key, _) = app.new_key().await;
+    let mut sent = 0;
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("a path item") {
+            let Some(reference) = op
+                .pointer("/requestBody/content/application~1json/schema/$ref")
+                .and_then(Value::as_str)
+            else {
+                continue;
+            };
+            let schema = doc
+                .pointer(reference.trim_start_matches('#'))
+                .unwrap_or_else(|| panic!("{reference} is defined"));
+            let examples = schema["examples"]
+                .as_array()
+                .filter(|e| !e.is_empty())
+                .unwrap_or_else(|| panic!("{method} {path}: {reference} has no example"));
+            if !path.starts_with("/v1/") || path.contains('{') {
+                continue;
+            }
+            for example in examples {
+                let method = method.to_uppercase().parse().expect("a method");
+                let reply = app.call(method, path, &key, Some(example)).await;
+                assert!(
+                    (200..300).contains(&reply.status),
+                    "{path} refused its own example {example}: {}",
+                    reply.body
+                );
+                sent += 1;
+            }
+        }
+    }
+    // Events, identify and devices at least.
+    assert!(sent >= 3, "only {sent} examples sent");
+}

@@ -374,3 +374,71 @@ async fn ingest_declares_what_it_publishes_to_and_no_retry_queues() {
         tocsin_tests::pipeline::delete_queues(&amqp, &policy.delays()).await;
     }
 }
+
+/// What survives a broker's power loss: the notify queue is a durable
+/// quorum queue (its messages are fsynced before the publisher confirm)
+/// and every job is published persistent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_persistent_on_a_durable_quorum_queue() {
+    let config = config(QueueKind::Amqp);
+    let QueueConfig::Amqp(amqp) = &config else {
+        unreachable!("a RabbitMQ config");
+    };
+    let (producer, _consumer) = queue::open(&config);
+    producer.publish(&job()).await.expect("published");
+    let conn = lapin::Connection::connect(&amqp.url, lapin::ConnectionProperties::default())
+        .await
+        .expect("broker");
+    // The broker refuses a declaration that does not match the queue, and
+    // says what the queue is.
+    let declare = async |queue_type: &str| {
+        let channel = conn.create_channel().await.expect("channel");
+        // The queue's other arguments as declared (topology.rs), so the
+        // type is the one that can differ.
+        let mut args = lapin::types::FieldTable::default();
+        let text = |v: &str| lapin::types::AMQPValue::LongString(v.into());
+        args.insert("x-queue-type".into(), text(queue_type));
+        args.insert(
+            "x-dead-letter-exchange".into(),
+            text(&amqp.dead_letter_exchange()),
+        );
+        args.insert("x-dead-letter-routing-key".into(), text("notify"));
+        args.insert(
+            "x-delivery-limit".into(),
+            lapin::types::AMQPValue::LongLongInt(20),
+        );
+        let options = lapin::options::QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        let declared = channel
+            .queue_declare(amqp.queue().into(), options, args)
+            .await;
+        (channel, declared)
+    };
+    let (_, classic) = declare("classic").await;
+    let refused = classic.expect_err("the queue is not a classic one");
+    assert!(
+        refused
+            .to_string()
+            .contains("inequivalent arg 'x-queue-type'")
+            && refused.to_string().contains("current is 'quorum'"),
+        "{refused}"
+    );
+    let channel = conn.create_channel().await.expect("channel");
+    let message = channel
+        .basic_get(
+            amqp.queue().into(),
+            lapin::options::BasicGetOptions::default(),
+        )
+        .await
+        .expect("get")
+        .expect("the job is in the queue");
+    assert_eq!(
+        *message.delivery.properties.delivery_mode(),
+        Some(2),
+        "persistent"
+    );
+    let _ = conn.close(200, "done".into()).await;
+    delete_topology(&config).await;
+}

@@ -215,9 +215,14 @@ async fn bad_parameters_get_400_with_their_path(kind: StoreKind) {
             "one of: hour, day",
         ),
         (
-            "/v1/stats/events?since=2020-01-01T00:00:00Z&until=2026-01-01T00:00:00Z",
-            ["query", "since"],
-            "more than 1000",
+            "/v1/events?cursor=1795000000123.0197A3C2-5F1E-7B8A-9C0D-1E2F3A4B5C6D",
+            ["query", "cursor"],
+            "nextCursor",
+        ),
+        (
+            "/v1/stream?lastEventId=",
+            ["query", "lastEventId"],
+            "event id",
         ),
         (
             "/v1/stream?lastEventId=seven",
@@ -416,6 +421,77 @@ async fn stats_count_events_per_bucket_empty_ones_included(kind: StoreKind) {
     assert!(buckets.iter().all(|(_, n)| *n == 0));
 }
 
+/// ST202: any range the parameters' schemas allow is answered. One of more
+/// than 1000 buckets comes a page at a time, each page naming where the
+/// next begins, and the pages together count every event once.
+async fn a_range_of_more_than_1000_buckets_comes_a_page_at_a_time(kind: StoreKind) {
+    let app = TestApp::spawn(kind).await;
+    let (key, scope) = busy_key(&app).await;
+    // 2026-10-01T00:00Z plus 1000 hours is 2026-11-11T16:00Z.
+    for at in [
+        "2026-10-01T00:30:00Z",
+        "2026-11-11T15:59:59.999Z",
+        "2026-11-11T16:00:00Z",
+        "2026-11-21T23:00:00Z",
+    ] {
+        app.store
+            .insert_event(&recorded_at(&scope, "a", utc(at)))
+            .await
+            .expect("insert");
+    }
+    let first = Reply::of(
+        app.get_as(
+            "/v1/stats/events?since=2026-10-01T00:00:00Z&until=2026-11-22T00:00:00Z",
+            &key,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let buckets = first.body["data"]["buckets"].as_array().expect("buckets");
+    assert_eq!(buckets.len(), 1000);
+    assert_eq!(buckets[0]["count"], 1);
+    assert_eq!(buckets[999]["count"], 1, "{}", buckets[999]);
+    let next = first.body["data"]["nextSince"]
+        .as_str()
+        .expect("a nextSince");
+    assert_eq!(utc(next), utc("2026-11-11T16:00:00Z"));
+    let rest = Reply::of(
+        app.get_as(
+            // As a client passes it: query-encoded (a `+` would read as a space).
+            &format!(
+                "/v1/stats/events?since={}&until=2026-11-22T00:00:00Z",
+                next.replace('+', "%2B")
+            ),
+            &key,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(rest.status, 200, "{}", rest.body);
+    let buckets = rest.body["data"]["buckets"].as_array().expect("buckets");
+    // 52 days of hours in all.
+    assert_eq!(buckets.len(), 52 * 24 - 1000);
+    assert_eq!(utc(buckets[0]["start"].as_str().expect("start")), utc(next));
+    let counted: u64 = buckets.iter().filter_map(|b| b["count"].as_u64()).sum();
+    assert_eq!(counted, 2);
+    assert_eq!(rest.body["data"]["nextSince"], Value::Null);
+    // The range the issue found refused: from 2000 by hour.
+    let long = Reply::of(
+        app.get_as(
+            "/v1/stats/events?since=2000-01-01T00:00:00Z&bucket=hour",
+            &key,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(long.status, 200, "{}", long.body);
+    assert_eq!(
+        long.body["data"]["nextSince"].as_str().map(utc),
+        Some(utc("2000-02-11T16:00:00Z"))
+    );
+}
+
 async fn retention_removes_old_settled_events_and_their_deliveries(kind: StoreKind) {
     let mut test = TestConfig::new(kind);
     test.config.retention_days = Some(2.try_into().expect("non-zero"));
@@ -533,6 +609,7 @@ for_each_store!(
     channels_are_listed_with_counts_most_recent_first,
     a_user_is_looked_up_as_identify_left_it,
     stats_count_events_per_bucket_empty_ones_included,
+    a_range_of_more_than_1000_buckets_comes_a_page_at_a_time,
     retention_removes_old_settled_events_and_their_deliveries,
 );
 

@@ -90,7 +90,8 @@ async fn embedded_with(test: TestConfig, provider: Arc<RecordingProvider>) -> Te
 }
 
 /// A worker claimed the delivery and died: the claim is a lease, and once it
-/// runs out the push is sent by someone else and the event settles.
+/// runs out the push is sent by someone else, counted as a possible repeat,
+/// and the event settles.
 async fn a_dead_workers_claim_is_retaken_when_its_lease_runs_out(kind: StoreKind) {
     let test = TestConfig::new(kind);
     let store = common::store::open(&test.store_config(), Duration::from_secs(10))
@@ -123,6 +124,14 @@ async fn a_dead_workers_claim_is_retaken_when_its_lease_runs_out(kind: StoreKind
     let settled = wait_settled(app.store.as_ref(), &scope, &[event.id]).await;
     assert_eq!(settled[0].notification, NotificationState::Delivered);
     assert_eq!(provider.delivered_to(&token(1)).len(), 1);
+    // The dead worker may have pushed before it died: the push that took
+    // over is counted as a possible repeat (at-least-once to the provider).
+    assert_eq!(
+        app.scrape()
+            .await
+            .value("tocsin_notifier_possible_repeat_pushes_total", &[]),
+        1.0
+    );
     app.stop().await;
 }
 

@@ -316,7 +316,7 @@ async fn store_key_without_scopes(app: &TestApp, project: &str) -> String {
             )
             .expect("old key written");
         }
-        StoreConfig::Mongo { uri, database } => {
+        StoreConfig::Mongo { uri, database, .. } => {
             let client = mongodb::Client::with_uri_str(&uri)
                 .await
                 .expect("mongo client");

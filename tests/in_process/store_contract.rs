@@ -402,7 +402,8 @@ async fn deliveries_are_claimed_as_leases_fenced_and_given_up(kind: StoreKind) {
         claim(now).await,
         DeliveryClaim::Acquired {
             attempt: 1,
-            lease_until: until
+            lease_until: until,
+            retaken: false,
         }
     );
     assert_eq!(
@@ -410,11 +411,16 @@ async fn deliveries_are_claimed_as_leases_fenced_and_given_up(kind: StoreKind) {
         DeliveryClaim::Busy { until },
         "someone is sending it"
     );
-    // The sender died: once its lease runs out the claim is taken over.
+    // The sender died: once its lease runs out the claim is taken over, as
+    // a possible repeat (the dead sender may have pushed).
     let later = now + Age::seconds(61);
     assert!(matches!(
         claim(later).await,
-        DeliveryClaim::Acquired { attempt: 2, .. }
+        DeliveryClaim::Acquired {
+            attempt: 2,
+            retaken: true,
+            ..
+        }
     ));
     // The first sender comes back late: its outcome is not recorded.
     let mut record = Delivery {
@@ -447,9 +453,14 @@ async fn deliveries_are_claimed_as_leases_fenced_and_given_up(kind: StoreKind) {
             .expect("finished")[0]
     );
     assert_eq!(claim(later).await, DeliveryClaim::Busy { until: retry_at });
+    // A recorded failure is retried, not repeated.
     assert!(matches!(
         claim(retry_at).await,
-        DeliveryClaim::Acquired { attempt: 3, .. }
+        DeliveryClaim::Acquired {
+            attempt: 3,
+            retaken: false,
+            ..
+        }
     ));
     record.state = DeliveryState::Delivered;
     record.attempts = 3;
@@ -879,7 +890,7 @@ async fn an_event_inserted_with_its_outcome_makes_the_key_replay_it(kind: StoreK
 /// copy. This loses the copy, as a crash between the two writes would.
 /// (SQLite writes both in one transaction: there is no copy to lose.)
 async fn lose_the_outcome_copy(test: &TestConfig, s: &Scope, key: &str) {
-    if let common::store::StoreConfig::Mongo { uri, database } = test.store_config() {
+    if let common::store::StoreConfig::Mongo { uri, database, .. } = test.store_config() {
         let client = mongodb::Client::with_uri_str(&uri)
             .await
             .expect("mongo client");

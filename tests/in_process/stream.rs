@@ -322,3 +322,52 @@ for_each_store!(
     events_recorded_by_another_replica_are_seen,
     quiet_streams_get_comments_and_open_streams_are_bounded_and_counted,
 );
+
+/// ST108: the published `text/event-stream` schema describes one message
+/// as an SSE parser yields it (schemathesis's reading of OpenAPI 3.1), and
+/// every real message matches it, its `data` matching the `contentSchema`.
+#[tokio::test]
+async fn every_message_matches_the_published_message_schema() {
+    let app = TestApp::spawn(StoreKind::Sqlite).await;
+    let doc: Value = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .expect("the document")
+        .json()
+        .await
+        .expect("JSON");
+    let message = doc
+        .pointer("/paths/~1v1~1stream/get/responses/200/content/text~1event-stream/schema")
+        .cloned()
+        .expect("the stream's schema");
+    let validator = |schema: &Value| {
+        let root = json!({ "allOf": [schema], "components": doc["components"] });
+        jsonschema::draft202012::options()
+            .should_validate_formats(true)
+            .build(&root)
+            .expect("the schema compiles")
+    };
+    let key = busy_key(&app, &fresh_project()).await;
+    let mut stream = Sse::open(&app, &key, "", None).await;
+    post(&app, &key, "c", "one").await;
+    let frame = loop {
+        let frame = stream.frame(Duration::from_secs(5)).await.expect("a frame");
+        if !frame.comment {
+            break frame;
+        }
+    };
+    let parsed = json!({ "event": frame.event, "id": frame.id, "data": frame.data });
+    let errors: Vec<String> = validator(&message)
+        .iter_errors(&parsed)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{parsed}: {errors:?}");
+    let data: Value = serde_json::from_str(&frame.data).expect("JSON data");
+    let content = &message["properties"]["data"]["contentSchema"];
+    assert!(
+        validator(content).is_valid(&data),
+        "{data} against {content}"
+    );
+}

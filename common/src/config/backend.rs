@@ -13,14 +13,19 @@ use serde::Deserialize;
 use super::{ConfigError, Secret, parse_defaults};
 use crate::{
     queue::{QueueConfig, amqp::AmqpConfig},
-    store::{SqliteSync, StoreConfig},
+    store::{MongoWriteConcern, SqliteSync, StoreConfig},
 };
 
 /// The shipped defaults of these settings, documented.
 pub(super) const DEFAULTS: &str = include_str!("../../backend.default.toml");
 
 /// Settings read under their conventional names, without a service prefix.
-pub(super) const UNPREFIXED: [&str; 3] = ["MONGODB_URI", "MONGODB_DATABASE", "AMQP_URL"];
+pub(super) const UNPREFIXED: [&str; 4] = [
+    "MONGODB_URI",
+    "MONGODB_DATABASE",
+    "MONGODB_WRITE_CONCERN",
+    "AMQP_URL",
+];
 
 /// The store and the broker. Each field is documented, with its default, in
 /// `common/backend.default.toml`.
@@ -30,6 +35,8 @@ pub struct Backend {
     pub mongodb_uri: Option<Secret>,
     /// MongoDB database name.
     pub mongodb_database: String,
+    /// The write concern of every MongoDB write.
+    pub mongodb_write_concern: MongoWriteConcern,
     /// Directory of the SQLite store.
     pub data_dir: PathBuf,
     /// How the SQLite store syncs its commits.
@@ -112,6 +119,7 @@ impl Backend {
             Some(uri) => StoreConfig::Mongo {
                 uri: uri.to_owned(),
                 database: self.mongodb_database.clone(),
+                write_concern: self.mongodb_write_concern,
             },
             None => StoreConfig::Sqlite {
                 path: self.sqlite_path(),
@@ -165,6 +173,22 @@ mod tests {
         // An answered event survives a power loss unless an operator
         // chooses otherwise (docs/operations.md, "What survives what").
         assert_eq!(Backend::default().sqlite_synchronous, SqliteSync::Full);
+    }
+
+    #[test]
+    fn mongodb_writes_wait_for_a_majoritys_journal_by_default() {
+        // "No accepted alert lost" on a replica set: the primary's loss or
+        // a power loss keeps what was answered (docs/operations.md).
+        let backend = Backend {
+            mongodb_uri: Some(Secret::new("mongodb://127.0.0.1:27017")),
+            ..Backend::default()
+        };
+        let StoreConfig::Mongo { write_concern, .. } = backend.store() else {
+            panic!("a MongoDB store");
+        };
+        let concern = write_concern.driver();
+        assert_eq!(concern.w, Some(mongodb::options::Acknowledgment::Majority));
+        assert_eq!(concern.journal, Some(true));
     }
 
     #[test]

@@ -17,7 +17,7 @@ impl StoreConfig {
             Self::Sqlite { path, .. } => {
                 format!("SQLite store at {}", absolute(path).display())
             }
-            Self::Mongo { uri, database } => {
+            Self::Mongo { uri, database, .. } => {
                 format!("MongoDB store at {}, database {database}", hosts(uri))
             }
         }
@@ -67,6 +67,7 @@ mod tests {
         StoreConfig::Mongo {
             uri: uri.into(),
             database: "alerts".into(),
+            write_concern: Default::default(),
         }
     }
 

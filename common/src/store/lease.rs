@@ -8,7 +8,9 @@
 //! - `sending` whose lease ran out (its worker died or hung), or `retrying`
 //!   whose time has come: the worker takes it with the next attempt number,
 //!   unless `max_attempts` claims were already made, in which case it is
-//!   given up (recorded failed).
+//!   given up (recorded failed). A lapsed `sending` claim is *retaken*: its
+//!   push may have reached the provider, so the next may be a repeat (which
+//!   the collapse id keeps to one alert on the device).
 //!
 //! The attempt number doubles as a fencing token: a worker records the
 //! outcome only if the latest claim is still its own.
@@ -60,6 +62,8 @@ pub(super) enum Decision {
     Take {
         attempt: u32,
         lease_until: DateTime<Utc>,
+        /// Taken over from a claim that ran out without an outcome.
+        retaken: bool,
     },
     /// Record the delivery failed after `attempts` claims, conditionally too.
     GiveUp { attempts: u32 },
@@ -74,9 +78,11 @@ impl Decision {
             Self::Take {
                 attempt,
                 lease_until,
+                retaken,
             } => DeliveryClaim::Acquired {
                 attempt,
                 lease_until,
+                retaken,
             },
             Self::GiveUp { attempts } => DeliveryClaim::GaveUp { attempts },
             Self::Answer(claim) => claim,
@@ -90,6 +96,7 @@ pub(super) fn decide(held: Option<Held>, request: &ClaimRequest) -> Decision {
         return Decision::Take {
             attempt: 1,
             lease_until: request.lease_until(),
+            retaken: false,
         };
     };
     match held.state {
@@ -108,9 +115,13 @@ pub(super) fn decide(held: Option<Held>, request: &ClaimRequest) -> Decision {
                 attempts: held.attempts,
             }
         }
+        // A lapsed `sending` claim's push may have gone out (its worker died
+        // or stalled after sending, before recording): this one may repeat
+        // it. A `retrying` one recorded its failure.
         DeliveryState::Sending | DeliveryState::Retrying => Decision::Take {
             attempt: held.attempts + 1,
             lease_until: request.lease_until(),
+            retaken: held.state == DeliveryState::Sending,
         },
     }
 }
@@ -150,7 +161,8 @@ mod tests {
             decide(None, &request(0)),
             Decision::Take {
                 attempt: 1,
-                lease_until: at(30)
+                lease_until: at(30),
+                retaken: false,
             }
         );
     }
@@ -166,7 +178,8 @@ mod tests {
             decide(sending, &request(30)),
             Decision::Take {
                 attempt: 2,
-                lease_until: at(60)
+                lease_until: at(60),
+                retaken: true,
             }
         );
     }
@@ -178,9 +191,14 @@ mod tests {
             decide(retrying, &request(9)).claim(),
             DeliveryClaim::Busy { until: at(10) }
         );
+        // Its failure was recorded: the next push repeats nothing.
         assert!(matches!(
             decide(retrying, &request(10)),
-            Decision::Take { attempt: 2, .. }
+            Decision::Take {
+                attempt: 2,
+                retaken: false,
+                ..
+            }
         ));
     }
 

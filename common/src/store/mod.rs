@@ -428,6 +428,7 @@ pub enum StoreConfig {
     Mongo {
         uri: String,
         database: String,
+        write_concern: MongoWriteConcern,
     },
     Sqlite {
         path: std::path::PathBuf,
@@ -461,13 +462,50 @@ impl SqliteSync {
     }
 }
 
+/// How many MongoDB servers must have a write, and how durably, before the
+/// store takes it as done: the write concern of every write the store
+/// makes (events with their idempotency outcome, deliveries, and the rest).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MongoWriteConcern {
+    /// `w: "majority", j: true`: in the journal of a majority of the
+    /// replica set, so it survives the primary's loss and a power loss.
+    /// The default: an accepted alert is never lost.
+    #[default]
+    Majority,
+    /// `w: 1, j: true`: in the primary's journal. Survives a power loss of
+    /// the primary, not its replacement by a secondary that lacked it.
+    Journaled,
+    /// `w: 1`: acknowledged by the primary, in its memory. The fastest; a
+    /// crash of the primary can lose the last writes.
+    Acknowledged,
+}
+
+impl MongoWriteConcern {
+    /// The driver's write concern for this choice.
+    pub fn driver(self) -> mongodb::options::WriteConcern {
+        use mongodb::options::{Acknowledgment, WriteConcern};
+        let (w, journal) = match self {
+            Self::Majority => (Acknowledgment::Majority, Some(true)),
+            Self::Journaled => (Acknowledgment::Nodes(1), Some(true)),
+            Self::Acknowledged => (Acknowledgment::Nodes(1), None),
+        };
+        let mut concern = WriteConcern::default();
+        concern.w = Some(w);
+        concern.journal = journal;
+        concern
+    }
+}
+
 /// Opens the configured store and prepares it (indexes, tables); every call
 /// of it fails as unavailable once `deadline` has passed.
 pub async fn open(config: &StoreConfig, deadline: Duration) -> StoreResult<Arc<dyn Store>> {
     Ok(match config {
-        StoreConfig::Mongo { uri, database } => {
-            Arc::new(mongo::MongoStore::connect(uri, database, deadline).await?)
-        }
+        StoreConfig::Mongo {
+            uri,
+            database,
+            write_concern,
+        } => Arc::new(mongo::MongoStore::connect(uri, database, *write_concern, deadline).await?),
         StoreConfig::Sqlite { path, synchronous } => {
             Arc::new(sqlite::SqliteStore::open_with(path, *synchronous, deadline).await?)
         }

@@ -309,6 +309,10 @@ pub enum DeliveryClaim {
     Acquired {
         attempt: u32,
         lease_until: DateTime<Utc>,
+        /// Taken over from an earlier claim that ran out without an
+        /// outcome: that claim's push may have gone out, so this one may
+        /// be a repeat.
+        retaken: bool,
     },
     /// Already settled: do not send again.
     Settled(DeliveryState),

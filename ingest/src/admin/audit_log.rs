@@ -11,7 +11,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::{
-    api::{ApiTags, Success, listing::query_fault},
+    api::{ApiTags, Success},
     error::ApiError,
     request_id::RequestId,
     state::AppState,
@@ -148,23 +148,12 @@ impl AuditApi {
         /// Entries per page, 1 to 100; 50 when absent.
         #[oai(validator(minimum(value = "1"), maximum(value = "100")))]
         limit: Query<Option<u32>>,
-        /// Where to continue: the `nextCursor` of the previous page.
-        #[oai(validator(min_length = 1, max_length = 200))]
-        cursor: Query<Option<String>>,
+        /// Where to continue: the `nextCursor` of the previous page (the id
+        /// of its last entry; the entries older than it follow).
+        cursor: Query<Option<Uuid>>,
         request_id: Data<&RequestId>,
     ) -> poem::Result<AuditResponse> {
-        let before = cursor
-            .0
-            .as_deref()
-            .map(|c| {
-                Uuid::parse_str(c).map_err(|_| {
-                    query_fault(
-                        "cursor",
-                        "is not a cursor this API gave out: pass nextCursor unchanged",
-                    )
-                })
-            })
-            .transpose()?;
+        let before = cursor.0;
         let limit = limit.0.unwrap_or(DEFAULT_LIMIT);
         // One more than asked: whether it comes says if there is a next page.
         let mut entries = self

@@ -5,6 +5,7 @@
 use common::{
     endpoint::EndpointPolicy,
     store::{DeviceRegistration, PushTarget, WebPushSubscription},
+    webpush_keys::{KeyFault, SubscriptionKeys},
 };
 use poem_openapi::{Enum, Object, Union, types::Example};
 
@@ -157,6 +158,19 @@ impl DeviceIn {
                 channels: d.channels,
             },
             Self::WebPush(d) => {
+                let keys = &d.subscription.keys;
+                // A key no push could encrypt to is refused now, not at
+                // every send.
+                SubscriptionKeys::decode(&keys.p256dh, &keys.auth).map_err(|fault| {
+                    let (field, message) = match fault {
+                        KeyFault::P256dh(message) => ("p256dh", message),
+                        KeyFault::Auth(message) => ("auth", message),
+                    };
+                    ApiError::Validation(vec![FieldError::new(
+                        vec!["subscription".into(), "keys".into(), field.into()],
+                        message.to_owned(),
+                    )])
+                })?;
                 let endpoint = d.subscription.endpoint;
                 policy.check(&endpoint).await.map_err(|refusal| {
                     ApiError::Validation(vec![FieldError::new(

@@ -260,8 +260,12 @@ impl EventsApi {
         /// Events per page, 1 to 100; 50 when absent.
         #[oai(validator(minimum(value = "1"), maximum(value = "100")))]
         limit: Query<Option<u32>>,
-        /// Where to continue: the `nextCursor` of the previous page.
-        #[oai(validator(min_length = 1, max_length = 200))]
+        /// Where to continue: the `nextCursor` of the previous page, passed
+        /// unchanged (`<unix ms>.<event id>`: the events older than that
+        /// position).
+        #[oai(validator(
+            pattern = "^-?[0-9]{1,15}\\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+        ))]
         cursor: Query<Option<String>>,
         auth: Data<&AuthContext>,
         request_id: Data<&RequestId>,

@@ -9,7 +9,9 @@ use poem::web::Data;
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Query, payload::Json};
 
 use super::{ApiTags, Success, listing::query_fault};
-use crate::{auth::AuthContext, error::ApiError, request_id::RequestId, state::AppState};
+use crate::{
+    auth::AuthContext, error::ApiError, request_id::RequestId, state::AppState, types::Nullable,
+};
 
 /// The most buckets one answer holds.
 pub const MAX_BUCKETS: i64 = 1000;
@@ -44,8 +46,14 @@ pub struct BucketOut {
 
 /// Events per bucket, oldest first, empty buckets included.
 #[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
 pub struct EventStats {
+    /// At most 1000.
     pub buckets: Vec<BucketOut>,
+    /// Where the rest of a range of more than 1000 buckets begins: ask
+    /// again with this as `since` (and the same `until` and `bucket`). Null
+    /// once the answer reaches the end of the range.
+    pub next_since: Nullable<DateTime<Utc>>,
 }
 
 #[derive(ApiResponse)]
@@ -73,7 +81,8 @@ impl StatsApi {
     ///
     /// How many events (of one channel, or all) were recorded in each hour
     /// or day of a range: by default the last 24 hours, or the last 30 days
-    /// by day. At most 1000 buckets.
+    /// by day. An answer holds at most 1000 buckets: a longer range comes a
+    /// page at a time, each naming where the next begins (`nextSince`).
     #[oai(path = "/v1/stats/events", method = "get", operation_id = "eventStats")]
     async fn events(
         &self,
@@ -108,27 +117,25 @@ impl StatsApi {
                 .checked_sub_signed(width * (default_buckets(bucket) - 1))
                 .ok_or_else(out_of_range)?,
         };
-        // A range that ends before it starts holds no bucket.
+        // A range that ends before it starts holds no bucket; one of more
+        // than a page is answered a page at a time, from its start.
         let count = ((last - first).num_seconds() / bucket.seconds() + 1).max(0);
-        if count > MAX_BUCKETS {
-            return Err(query_fault(
-                "since",
-                format!(
-                    "the range spans {count} buckets, more than {MAX_BUCKETS}: \
-                     narrow it or use bucket=day"
-                ),
-            )
-            .into());
-        }
+        let page = count.min(MAX_BUCKETS);
+        let page_end = first + width * i32::try_from(page).unwrap_or(0);
+        let (end, next_since) = if count > page {
+            (page_end, Some(page_end))
+        } else {
+            (until, None)
+        };
         let counted: HashMap<_, _> = self
             .state
             .store
-            .count_events_per_bucket(&auth.scope, channel.0.as_deref(), first, until, bucket)
+            .count_events_per_bucket(&auth.scope, channel.0.as_deref(), first, end, bucket)
             .await
             .map_err(ApiError::from)?
             .into_iter()
             .collect();
-        let buckets = (0..count)
+        let buckets = (0..page)
             .map(|i| {
                 let start = first + width * i32::try_from(i).unwrap_or(0);
                 BucketOut {
@@ -138,7 +145,10 @@ impl StatsApi {
             })
             .collect();
         Ok(EventStatsResponse::Ok(Json(Success::new(
-            EventStats { buckets },
+            EventStats {
+                buckets,
+                next_since: Nullable(next_since),
+            },
             **request_id,
         ))))
     }

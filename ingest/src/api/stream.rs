@@ -59,11 +59,23 @@ impl StreamApi {
         /// Only events of this channel.
         #[oai(validator(min_length = 1, max_length = 100))]
         channel: Query<Option<String>>,
-        /// Resume after this event (its id); the same as `Last-Event-ID`.
-        #[oai(name = "lastEventId")]
+        /// Resume after this event: its id (a UUIDv7, as the stream's `id:`
+        /// lines give it); the same as `Last-Event-ID`.
+        #[oai(
+            name = "lastEventId",
+            validator(
+                pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
+            )
+        )]
         last_event_id: Query<Option<String>>,
-        /// Resume after this event (its id).
-        #[oai(name = "Last-Event-ID")]
+        /// Resume after this event: its id (a UUIDv7, as the stream's `id:`
+        /// lines give it).
+        #[oai(
+            name = "Last-Event-ID",
+            validator(
+                pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"
+            )
+        )]
         last_event_id_header: Header<Option<String>>,
         auth: Data<&AuthContext>,
     ) -> poem::Result<StreamResponse> {
@@ -117,8 +129,10 @@ impl StreamApi {
 }
 
 /// Where a stream resumes: after the event named by a `Last-Event-ID`.
-/// An id of this project's that is gone (retention) still has its time in
-/// it (ids are UUIDv7), which is all the position needs.
+/// Any id of the published form names a position: one of an event this
+/// project still has is that event's, and any other UUIDv7 (an event gone
+/// with retention, or never seen here) still has its time in it, which is
+/// all a position needs.
 async fn resume_position(
     store: &dyn Store,
     scope: &Scope,

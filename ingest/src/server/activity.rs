@@ -8,7 +8,7 @@ use std::{
     io,
     pin::Pin,
     sync::{Arc, Mutex, PoisonError},
-    task::{Context, Poll},
+    task::{Context, Poll, ready},
 };
 
 use bytes::Bytes;
@@ -22,6 +22,7 @@ use tokio::{
 };
 
 use super::Settings;
+use crate::header_limit::HeaderLimits;
 
 /// What a connection is doing, for its timeouts.
 pub(super) struct Activity {
@@ -144,10 +145,58 @@ impl Body for Tracked {
     }
 }
 
-/// The socket, reporting reads to the connection's [`Activity`].
+/// The socket, reporting reads to the connection's [`Activity`], and
+/// sending the envelope in place of hyper's own bare answers
+/// ([`super::unparsed`]).
 pub(super) struct Watched {
-    pub(super) inner: TcpStream,
-    pub(super) activity: Arc<Activity>,
+    inner: TcpStream,
+    activity: Arc<Activity>,
+    limits: HeaderLimits,
+    /// The envelope being sent in place of a write of hyper's, and how much
+    /// of it is sent.
+    replacing: Option<(Vec<u8>, usize)>,
+}
+
+impl Watched {
+    pub(super) fn new(inner: TcpStream, activity: Arc<Activity>, limits: HeaderLimits) -> Self {
+        Self {
+            inner,
+            activity,
+            limits,
+            replacing: None,
+        }
+    }
+
+    /// Sends the replacement for a write of `claimed` bytes, reporting
+    /// those bytes as written once all of it is sent.
+    fn poll_replacement(
+        &mut self,
+        cx: &mut Context<'_>,
+        claimed: usize,
+    ) -> Poll<io::Result<usize>> {
+        while let Some((bytes, sent)) = &mut self.replacing {
+            if *sent == bytes.len() {
+                self.replacing = None;
+                break;
+            }
+            match ready!(Pin::new(&mut self.inner).poll_write(cx, &bytes[*sent..])) {
+                Ok(0) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Ok(n) => *sent += n,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+        Poll::Ready(Ok(claimed))
+    }
+
+    /// Whether `written` is hyper's own answer, which goes out as the
+    /// envelope instead. Only a write while no request is in flight can be:
+    /// hyper answers a head it could not parse without calling the service.
+    fn replaces(&mut self, written: &[u8]) -> bool {
+        if self.replacing.is_none() && self.activity.update(|s| s.in_flight == 0) {
+            self.replacing = super::unparsed::envelope_for(written, self.limits).map(|b| (b, 0));
+        }
+        self.replacing.is_some()
+    }
 }
 
 impl AsyncRead for Watched {
@@ -171,6 +220,9 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        if self.replaces(buf) {
+            return self.poll_replacement(cx, buf.len());
+        }
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
@@ -187,6 +239,13 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        // hyper writes a head as one slice; an answer of its own is a head
+        // alone.
+        if let [head] = bufs
+            && self.replaces(head)
+        {
+            return self.poll_replacement(cx, head.len());
+        }
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
 

@@ -18,7 +18,17 @@ use crate::error::FieldError;
 /// Patterns in words. A pattern cannot be read back into a rule a person
 /// follows, so each one the API publishes is glossed here; one without a
 /// gloss still gets its field's description.
-const PATTERN_WORDS: &[(&str, &str)] = &[("^[0-9a-fA-F]+$", "digits 0-9 and letters a-f only")];
+pub(crate) const PATTERN_WORDS: &[(&str, &str)] = &[
+    ("^[0-9a-fA-F]+$", "digits 0-9 and letters a-f only"),
+    (
+        "^-?[0-9]{1,15}\\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+        "a nextCursor this API gave out, passed unchanged",
+    ),
+    (
+        "^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$",
+        "an event id (a UUIDv7 in lower case, as the stream's id lines give it)",
+    ),
+];
 
 /// Turns one schema violation into the faults a client sees. `root` is the
 /// document the validator was built from, where the violated schema is found.

@@ -50,7 +50,15 @@ impl Deliverer {
             })
             .await?;
         let attempt = match claim {
-            DeliveryClaim::Acquired { attempt, .. } => attempt,
+            DeliveryClaim::Acquired {
+                attempt, retaken, ..
+            } => {
+                if retaken {
+                    tracing::info!(deviceId = %device.id, attempt, "sending a push whose earlier claim ran out without an outcome: possibly a repeat");
+                    self.metrics.possible_repeats.inc();
+                }
+                attempt
+            }
             DeliveryClaim::Settled(_) => return Ok(Sent::Final),
             DeliveryClaim::Busy { until } => return Ok(Sent::Wait(device.id, until)),
             DeliveryClaim::GaveUp { attempts } => {

@@ -41,6 +41,7 @@ impl DeliveryStore for MongoStore {
                 let Decision::Take {
                     attempt,
                     lease_until,
+                    ..
                 } = first
                 else {
                     return Err(StoreError::Backend(anyhow::anyhow!(
@@ -269,6 +270,7 @@ async fn claim_one(
                 Decision::Take {
                     attempt,
                     lease_until,
+                    ..
                 },
                 None,
             ) => match store
@@ -288,6 +290,7 @@ async fn claim_one(
                     Decision::Take {
                         attempt,
                         lease_until,
+                        ..
                     } => doc! { "$set": {
                         "state": DeliveryState::Sending.as_str(),
                         "attempts": i64::from(attempt),

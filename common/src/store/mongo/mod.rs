@@ -49,10 +49,10 @@ use mongodb::{
     Client, Collection, IndexModel,
     bson::{Document, doc},
     error::{ErrorKind, WriteFailure},
-    options::{ClientOptions, IndexOptions},
+    options::{ClientOptions, DatabaseOptions, IndexOptions},
 };
 
-use super::{Store, StoreError, StoreObserver, StoreResult, guard::Guard};
+use super::{MongoWriteConcern, Store, StoreError, StoreObserver, StoreResult, guard::Guard};
 
 /// MongoDB's duplicate key error code.
 const DUPLICATE_KEY: i32 = 11000;
@@ -78,7 +78,12 @@ pub struct MongoStore {
 impl MongoStore {
     /// Connects, and creates every index the store relies on (idempotent).
     /// Every call fails as unavailable once `deadline` has passed.
-    pub async fn connect(uri: &str, database: &str, deadline: Duration) -> StoreResult<Self> {
+    pub async fn connect(
+        uri: &str,
+        database: &str,
+        write_concern: MongoWriteConcern,
+        deadline: Duration,
+    ) -> StoreResult<Self> {
         let mut options = ClientOptions::parse(uri).await.map_err(|e| {
             StoreError::Unavailable(anyhow::Error::new(e).context("invalid MongoDB URI"))
         })?;
@@ -86,7 +91,15 @@ impl MongoStore {
         options.server_selection_timeout = Some(deadline);
         options.connect_timeout = Some(deadline);
         let client = Client::with_options(options).map_err(classify)?;
-        let db = client.database(database);
+        // On the database, so every collection made from it (and so every
+        // write the store and its group-commit writer make) carries it,
+        // whatever the URI says.
+        let db = client.database_with_options(
+            database,
+            DatabaseOptions::builder()
+                .write_concern(write_concern.driver())
+                .build(),
+        );
         let writer = group_commit::Writer::start(group_commit::Collections {
             events: db.collection(EVENTS),
             channels: db.collection(CHANNELS),
@@ -122,6 +135,11 @@ impl MongoStore {
             }
         }
         super::tenancy::adopt(self, &scopes, crate::time::now()).await
+    }
+
+    /// The write concern every write of the store carries.
+    pub fn write_concern(&self) -> Option<&mongodb::options::WriteConcern> {
+        self.db.write_concern()
     }
 
     /// What the group-commit writer has done since the store was opened.

@@ -121,6 +121,7 @@ fn claim_in(
         Decision::Take {
             attempt,
             lease_until,
+            ..
         } => {
             tx.prepare_cached(
                 "INSERT INTO deliveries (event_id, device_id, org, project, state, attempts, \

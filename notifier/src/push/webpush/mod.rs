@@ -11,9 +11,10 @@ pub mod vapid;
 
 use async_trait::async_trait;
 use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
+use common::webpush_keys::SubscriptionKeys;
 use reqwest::header::{HeaderMap, HeaderValue};
 use sha2::{Digest as _, Sha256};
-use web_push_native::{Auth, p256::PublicKey};
+use web_push_native::Auth;
 
 use super::{
     Alert, Priority, Push, PushOutcome, PushProvider, PushTarget, WebPushSubscription, fit_body,
@@ -46,18 +47,11 @@ impl WebPushProvider {
         sub: &WebPushSubscription,
         alert: &Alert,
     ) -> Result<(HeaderMap, Vec<u8>), String> {
-        let p256dh = URL_SAFE_NO_PAD
-            .decode(sub.p256dh.trim_end_matches('='))
-            .ok()
-            .and_then(|raw| PublicKey::from_sec1_bytes(&raw).ok())
-            .ok_or("the subscription's p256dh is not a P-256 public key")?;
-        let auth = URL_SAFE_NO_PAD
-            .decode(sub.auth.trim_end_matches('='))
-            .ok()
-            .filter(|raw| raw.len() == 16)
-            .ok_or("the subscription's auth is not a 16-byte secret")?;
-        let body = web_push_native::encrypt(payload(alert), &p256dh, Auth::from_slice(&auth))
-            .map_err(|e| format!("encryption failed: {e}"))?;
+        let keys = SubscriptionKeys::decode(&sub.p256dh, &sub.auth)
+            .map_err(|fault| format!("the subscription's key {fault}"))?;
+        let body =
+            web_push_native::encrypt(payload(alert), &keys.p256dh, Auth::from_slice(&keys.auth))
+                .map_err(|e| format!("encryption failed: {e}"))?;
         let origin = url::Url::parse(&sub.endpoint)
             .map_err(|_| "the endpoint is not a URL")?
             .origin()
