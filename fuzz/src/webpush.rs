@@ -1,20 +1,28 @@
 //! `webpush`: the checks a Web Push subscription meets at registration,
 //! without the network. The input is an endpoint URL for
 //! `EndpointPolicy::check_url` (`common/src/endpoint.rs`; its DNS-resolving
-//! sibling `check` is never called), under no allow-list and under one, and
-//! an allow-list for `AllowedOrigins::parse`.
+//! sibling `check` is never called), under no allow-list and under one; an
+//! allow-list for `AllowedOrigins::parse`; and, split at its first line
+//! break, a subscription's `p256dh` and `auth` for
+//! `SubscriptionKeys::decode` (`common/src/webpush_keys.rs`).
 //!
 //! An endpoint let through is the URL as given, carries no user name or
 //! password, and is either of an allowed origin or an `https` URL whose
 //! host, when an IP literal, is public by the standard library's own
-//! tests as well (an independent view of the same rule).
+//! tests as well (an independent view of the same rule). Keys taken are
+//! the bytes the text encodes: a 65-byte uncompressed point and a 16-byte
+//! secret.
 
 use std::{
     net::{Ipv4Addr, Ipv6Addr},
     sync::LazyLock,
 };
 
-use common::endpoint::{AllowedOrigins, Checked, EndpointPolicy};
+use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
+use common::{
+    endpoint::{AllowedOrigins, Checked, EndpointPolicy},
+    webpush_keys::SubscriptionKeys,
+};
 use url::{Host, Url};
 
 /// No allow-list (production), and one with the kinds of origin operators
@@ -46,6 +54,7 @@ pub fn check(input: &[u8]) {
             Err(refusal) => assert!(!refusal.to_string().is_empty()),
         }
     }
+    keys_are_sound(&text);
     if let Ok(allowed) = AllowedOrigins::parse(&text) {
         // An origin the list parsed from allows itself.
         for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
@@ -53,6 +62,17 @@ pub fn check(input: &[u8]) {
             assert!(allowed.contains(&url), "{entry:?} not in its own list");
         }
     }
+}
+
+fn keys_are_sound(text: &str) {
+    let (p256dh, auth) = text.split_once('\n').unwrap_or((text, ""));
+    let Ok(keys) = SubscriptionKeys::decode(p256dh, auth) else {
+        return;
+    };
+    let bytes = |text: &str| URL_SAFE_NO_PAD.decode(text.trim_end_matches('='));
+    let point = bytes(p256dh).expect("a p256dh taken is base64url");
+    assert!(point.len() == 65 && point[0] == 0x04, "{p256dh:?}");
+    assert_eq!(bytes(auth).as_deref(), Ok(&keys.auth[..]), "{auth:?}");
 }
 
 /// Let through as parsed from the text, without a user name or password.
