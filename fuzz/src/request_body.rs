@@ -135,7 +135,9 @@ fn identity_echoes(sent: &Value, identity: &Value) {
     let properties = identity["properties"].as_object().expect("properties");
     for (key, value) in sent["properties"].as_object().into_iter().flatten() {
         assert!(
-            properties.get(key).is_some_and(|stored| same(stored, value)),
+            properties
+                .get(key)
+                .is_some_and(|stored| same(stored, value)),
             "property {key:?} {value} stored as {:?}",
             properties.get(key)
         );
@@ -166,8 +168,7 @@ fn same(a: &Value, b: &Value) -> bool {
         }
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len()
-                && x
-                    .iter()
+                && x.iter()
                     .all(|(key, x)| y.get(key).is_some_and(|y| same(x, y)))
         }
         _ => a == b,

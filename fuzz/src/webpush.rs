@@ -78,7 +78,10 @@ fn keys_are_sound(text: &str) {
 /// Let through as parsed from the text, without a user name or password.
 fn is_the_url_given(url: &Url, text: &str) {
     assert_eq!(Url::parse(text).as_ref(), Ok(url));
-    assert!(url.username().is_empty() && url.password().is_none(), "{url}");
+    assert!(
+        url.username().is_empty() && url.password().is_none(),
+        "{url}"
+    );
 }
 
 /// What the standard library itself says is not to be reached.
