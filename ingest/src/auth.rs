@@ -102,7 +102,7 @@ fn rejected(kind: SecretKind, fault: Fault) -> AuthError {
 
 /// The bearer secret of a request to a route taking `kind`, if it has that
 /// kind's shape.
-fn presented(headers: &HeaderMap, kind: SecretKind) -> Result<&str, AuthError> {
+pub(crate) fn presented(headers: &HeaderMap, kind: SecretKind) -> Result<&str, AuthError> {
     let value = headers
         .get(header::AUTHORIZATION)
         .ok_or(rejected(kind, Fault::Missing))?;

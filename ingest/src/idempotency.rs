@@ -102,7 +102,7 @@ fn settle_for(status: StatusCode) -> Settle {
 }
 
 /// The key of a request, if it sent one: 1 to 255 visible ASCII characters.
-fn key_of(req: &Request) -> Result<Option<String>, ApiError> {
+pub(crate) fn key_of(req: &Request) -> Result<Option<String>, ApiError> {
     let Some(value) = req.headers().get(HEADER) else {
         return Ok(None);
     };

@@ -37,6 +37,8 @@ pub mod compose;
 pub mod config;
 mod cors;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod header_limit;
 mod idempotency;
 mod key_cache;

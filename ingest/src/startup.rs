@@ -125,6 +125,12 @@ impl Application {
         &self.state.config
     }
 
+    /// Every route and its middleware, as the server calls them: for
+    /// driving the API without a socket (`crate::fuzzing`).
+    pub(crate) fn endpoint(&self) -> &poem::endpoint::BoxEndpoint<'static, poem::Response> {
+        &self.app
+    }
+
     /// Serves until `shutdown` resolves, then gives in-flight requests the
     /// configured grace period.
     pub async fn run_until(

@@ -2,7 +2,7 @@
 //! response types, plus the success envelope they all answer with.
 
 pub mod channels;
-mod cursor;
+pub(crate) mod cursor;
 mod device_in;
 pub mod devices;
 pub mod events;
