@@ -21,8 +21,11 @@ fn seeds(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     seeds
 }
 
+/// What a target checks of one input (it panics on a failure).
+type Check = fn(&[u8]);
+
 /// Each target's name (its seeds' directory) and checks.
-const TARGETS: [(&str, fn(&[u8])); 5] = [
+const TARGETS: [(&str, Check); 5] = [
     ("request_body", crate::request_body::check),
     ("query", crate::query::check),
     ("cursor", crate::cursor::check),
