@@ -21,7 +21,7 @@ fn seeds(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     seeds
 }
 
-/// What a target does with one input (panics on a broken invariant).
+/// What a target checks of one input (it panics on a failure).
 type Check = fn(&[u8]);
 
 /// Each target's name (its seeds' directory) and checks.

@@ -11,8 +11,9 @@
 //! the client address's failed-authentication quota, and an address that
 //! has used it up is refused before its secret is even looked at, so
 //! guessing gets no answer. A request with no credential at all guesses
-//! nothing: it always gets 401, counted as an anonymous request. What an authenticated caller may do is the rate limit's and the
-//! scope check's, inside this layer.
+//! nothing: it always gets 401, counted as an anonymous request. What an
+//! authenticated caller may do is the rate limit's and the scope check's,
+//! inside this layer.
 
 use std::sync::Arc;
 
