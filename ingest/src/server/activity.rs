@@ -192,8 +192,10 @@ impl Watched {
     /// envelope instead. Only a write while no request is in flight can be:
     /// hyper answers a head it could not parse without calling the service.
     fn replaces(&mut self, written: &[u8]) -> bool {
-        if self.replacing.is_none() && self.activity.update(|s| s.in_flight == 0) {
-            self.replacing = super::unparsed::envelope_for(written, self.limits).map(|b| (b, 0));
+        if self.replacing.is_none() {
+            self.replacing = super::unparsed::envelope_for(written, self.limits)
+                .filter(|_| self.activity.update(|s| s.in_flight == 0))
+                .map(|b| (b, 0));
         }
         self.replacing.is_some()
     }

@@ -17,9 +17,18 @@ use crate::{
     header_limit::HeaderLimits,
 };
 
+/// The longest answer of hyper's own: a status line, `content-length: 0`
+/// and `date`, well under this.
+const MAX_OWN_ANSWER: usize = 256;
+
 /// The response to send instead of `written`, if `written` is hyper's own
 /// answer to a head it could not parse.
 pub(super) fn envelope_for(written: &[u8], limits: HeaderLimits) -> Option<Vec<u8>> {
+    // Every write of every response passes here: the cheap tests first.
+    // hyper's own answers are a short head alone.
+    if written.len() > MAX_OWN_ANSWER || !written.starts_with(b"HTTP/1.1 4") {
+        return None;
+    }
     let head_end = written.windows(4).position(|w| w == b"\r\n\r\n")?;
     let head = std::str::from_utf8(&written[..head_end]).ok()?;
     let (status_line, fields) = head.split_once("\r\n").unwrap_or((head, ""));
