@@ -169,6 +169,7 @@ pub fn pending_event(scope: &Scope) -> common::store::Event {
         notify: true,
         source: None,
         priority: common::store::Priority::Normal,
+        alert_key: None,
         created_at: common::time::now(),
         notification: common::store::NotificationState::Pending,
         request_id: None,

@@ -13,6 +13,7 @@ pub mod keys;
 pub mod metrics;
 pub mod probe;
 pub mod queue;
+pub mod rules;
 pub mod shutdown;
 pub mod store;
 pub mod telemetry;

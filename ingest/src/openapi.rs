@@ -316,7 +316,7 @@ fn add_error_schema(doc: &mut Value) {
 /// A union (`oneOf`, the device body by kind) is closed in each variant,
 /// not itself (closed, it would admit no property at all), and the objects
 /// a body holds by reference (a Web Push subscription and its keys) are
-/// closed as well.
+/// closed as well, however the field refers to them.
 fn close_request_bodies(doc: &mut Value) {
     let mut names = request_body_schemas(doc);
     let mut closed = std::collections::HashSet::new();
@@ -329,8 +329,16 @@ fn close_request_bodies(doc: &mut Value) {
             continue;
         };
         let referenced = |v: &Value| {
-            v.get("$ref")
-                .and_then(Value::as_str)
+            // Directly, or through the `allOf` a documented field wraps its
+            // reference in, or the `anyOf` with null of a nullable one.
+            let direct = std::iter::once(v);
+            let wrapped = ["allOf", "anyOf"]
+                .into_iter()
+                .filter_map(|k| v.get(k).and_then(Value::as_array))
+                .flatten();
+            direct
+                .chain(wrapped)
+                .find_map(|v| v.get("$ref").and_then(Value::as_str))
                 .and_then(|r| r.rsplit('/').next())
                 .map(str::to_owned)
         };

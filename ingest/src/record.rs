@@ -51,6 +51,8 @@ pub struct NewEvent {
     pub notify: bool,
     pub source: Option<String>,
     pub priority: Priority,
+    /// What its push replaces on the device (see [`Event::alert_key`]).
+    pub alert_key: Option<String>,
     /// The request that records it, carried with its job to the notifier.
     pub request_id: RequestId,
 }
@@ -152,6 +154,7 @@ impl Recorder {
             notify: new.notify,
             source: new.source,
             priority: new.priority,
+            alert_key: new.alert_key,
             created_at: now,
             notification,
             request_id: Some(new.request_id.to_string()),

@@ -62,6 +62,7 @@ const SCOPES: &[(&str, &str, KeyScope)] = &[
     ("GET", "/v1/stream", KeyScope::EventsRead),
     ("GET", "/v1/stats/events", KeyScope::EventsRead),
     ("POST", "/v1/devices", KeyScope::DevicesWrite),
+    ("PATCH", "/v1/devices/{id}", KeyScope::DevicesWrite),
     ("DELETE", "/v1/devices/{id}", KeyScope::DevicesWrite),
     ("GET", "/v1/devices", KeyScope::DevicesRead),
 ];
@@ -147,6 +148,7 @@ mod tests {
             (Method::GET, "/v1/stream", EventsRead),
             (Method::GET, "/v1/stats/events", EventsRead),
             (Method::POST, "/v1/devices", DevicesWrite),
+            (Method::PATCH, "/v1/devices/0195a1b2", DevicesWrite),
             (Method::DELETE, "/v1/devices/0195a1b2", DevicesWrite),
             (Method::GET, "/v1/devices", DevicesRead),
         ] {

@@ -252,6 +252,97 @@ impl<T: ToJSON> ToJSON for Nullable<T> {
     }
 }
 
+/// A field of a change (`PATCH`): left out (keep what is there), `null`
+/// (clear it), or a value (set it). Published as [`Nullable`] is, but not
+/// required. (`Option<Nullable<T>>` cannot tell the first two apart:
+/// poem-openapi reads an explicit `null` as a field left out.)
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Change<T> {
+    #[default]
+    Keep,
+    Clear,
+    Set(T),
+}
+
+impl<T> Change<T> {
+    /// `None` to keep, `Some(None)` to clear, `Some(Some(v))` to set.
+    pub fn into_patch(self) -> Option<Option<T>> {
+        match self {
+            Self::Keep => None,
+            Self::Clear => Some(None),
+            Self::Set(v) => Some(Some(v)),
+        }
+    }
+
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Change<U> {
+        match self {
+            Self::Keep => Change::Keep,
+            Self::Clear => Change::Clear,
+            Self::Set(v) => Change::Set(f(v)),
+        }
+    }
+}
+
+impl<T: Type> Type for Change<T> {
+    const IS_REQUIRED: bool = false;
+    type RawValueType = T::RawValueType;
+    type RawElementValueType = T::RawElementValueType;
+
+    fn name() -> Cow<'static, str> {
+        format!("change_{}", T::name()).into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        Nullable::<T>::schema_ref()
+    }
+
+    fn register(registry: &mut poem_openapi::registry::Registry) {
+        T::register(registry);
+    }
+
+    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
+        match self {
+            Self::Set(v) => v.as_raw_value(),
+            _ => None,
+        }
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        match self {
+            Self::Set(v) => v.raw_element_iter(),
+            _ => Box::new(std::iter::empty()),
+        }
+    }
+
+    fn is_none(&self) -> bool {
+        matches!(self, Self::Keep)
+    }
+}
+
+impl<T: ParseFromJSON> ParseFromJSON for Change<T> {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        match value {
+            None => Ok(Self::Keep),
+            Some(Value::Null) => Ok(Self::Clear),
+            some => T::parse_from_json(some)
+                .map(Self::Set)
+                .map_err(ParseError::propagate),
+        }
+    }
+}
+
+impl<T: ToJSON> ToJSON for Change<T> {
+    fn to_json(&self) -> Option<Value> {
+        match self {
+            Self::Keep => None,
+            Self::Clear => Some(Value::Null),
+            Self::Set(v) => v.to_json(),
+        }
+    }
+}
+
 /// An event's metadata as answers show it: the store's JSON object itself,
 /// published as poem-openapi publishes a `BTreeMap<String, Value>` (an
 /// object of any values). Converting the store's map into a `BTreeMap` for

@@ -13,7 +13,8 @@ use common::{
     jobs::{Job, NotifyJob},
     queue::{JobQueue, QueueError},
     store::{
-        Delivery, DeliveryClaim, Device, Event, NotificationState, Scope, Store, StoreError,
+        Delivery, DeliveryClaim, DeliveryState, Device, Event, NotificationState, Scope, Store,
+        StoreError,
         lease::{ClaimKey, ClaimRequest},
     },
     time::Clock,
@@ -22,8 +23,10 @@ use futures::{StreamExt as _, stream};
 use tokio::sync::Semaphore;
 
 mod one_push;
+mod verdict;
 
 use self::one_push::Sent;
+use self::verdict::Verdict;
 use crate::{
     batch::Batcher,
     devices::DeviceCache,
@@ -90,6 +93,8 @@ pub struct Deliverer {
     claims: Batcher<ClaimKey, DeliveryClaim>,
     /// Outcomes of every job, likewise.
     finishes: Batcher<(Scope, Delivery), bool>,
+    /// Deliveries the devices' rules filtered, likewise.
+    withheld: Batcher<(Scope, Delivery), bool>,
     devices: DeviceCache,
     /// One permit per push waiting for its push service.
     in_flight: Semaphore,
@@ -138,6 +143,13 @@ impl Deliverer {
                 async move { store.finish_deliveries(&records).await }
             })
         };
+        let withheld = {
+            let store = Arc::clone(&store);
+            Batcher::spawn(BATCH, move |records: Vec<(Scope, Delivery)>| {
+                let store = Arc::clone(&store);
+                async move { store.record_withheld(&records).await }
+            })
+        };
         Self {
             devices: DeviceCache::new(Arc::clone(&store), device_cache),
             store,
@@ -150,6 +162,7 @@ impl Deliverer {
             events,
             claims,
             finishes,
+            withheld,
             in_flight: Semaphore::new(max_in_flight.get()),
             max_in_flight: max_in_flight.get(),
         }
@@ -176,11 +189,7 @@ impl Deliverer {
             self.settle(&event, NotificationState::Skipped).await?;
             return Ok(JobOutcome::Done);
         }
-        let devices: Vec<&Device> = listed
-            .iter()
-            .filter(|d| d.wants(&event.channel_name))
-            .filter(|d| job.devices.as_ref().is_none_or(|only| only.contains(&d.id)))
-            .collect();
+        let devices = self.sort_out(&event, &listed, job).await?;
         tracing::info!(devices = devices.len(), "sending pushes");
 
         // One delay for every device of this job that needs a retry: the
@@ -244,6 +253,46 @@ impl Deliverer {
         } else {
             JobOutcome::Done
         })
+    }
+
+    /// The active devices of the job that get the push now. On a job's
+    /// first pass each device's rules are applied, and what they filter is
+    /// recorded as its delivery's outcome; a device whose delivery already
+    /// has a record (this job was redelivered) goes to the claim, which
+    /// answers by that record: the first decision stands. A later pass
+    /// (`job.devices`) is for devices already decided to get it.
+    async fn sort_out<'a>(
+        &self,
+        event: &Event,
+        listed: &'a [Device],
+        job: &NotifyJob,
+    ) -> Result<Vec<&'a Device>, DeliverError> {
+        let active = listed.iter().filter(|d| d.active);
+        if let Some(only) = &job.devices {
+            return Ok(active.filter(|d| only.contains(&d.id)).collect());
+        }
+        let now = self.clock.now();
+        let mut send = Vec::new();
+        let mut filtered = Vec::new();
+        for device in active {
+            match verdict::verdict(device, event) {
+                Verdict::Send => send.push(device),
+                Verdict::Filtered(reason) => filtered.push((device, reason)),
+            }
+        }
+        let records = filtered.iter().map(|(device, reason)| {
+            let record = verdict::withheld(event, device, DeliveryState::Filtered(*reason), now);
+            self.withheld.call((event.scope.clone(), record))
+        });
+        let written = futures::future::try_join_all(records).await?;
+        for ((device, reason), written) in filtered.into_iter().zip(written) {
+            if written {
+                self.metrics.count_withheld(DeliveryState::Filtered(reason));
+            } else {
+                send.push(device);
+            }
+        }
+        Ok(send)
     }
 
     /// Publishes the job again for `devices`, after `delay`.

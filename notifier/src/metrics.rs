@@ -2,7 +2,11 @@
 //! dead-lettered jobs and push latency. Registered into the standalone
 //! notifier's registry, or into ingest's in embedded mode.
 
-use common::metrics::{Latency, Registry, Unit, latency};
+use common::{
+    metrics::{Latency, Registry, Unit, latency},
+    rules::{FilterReason, HoldReason},
+    store::DeliveryState,
+};
 use prometheus_client::{
     encoding::EncodeLabelSet,
     metrics::{counter::Counter, family::Family},
@@ -29,6 +33,15 @@ pub struct RetryLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WithheldLabels {
+    /// `filtered` (never sent) or `held` (sent later in a summary).
+    pub state: &'static str,
+    /// Filtered: `channel`, `tag` or `priority`; held: `quietHours` or
+    /// `burst`.
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DeadLetterLabels {
     /// `gave_up`: deliveries failed after the last retry; `poison`: the job
     /// failed the same way (not an outage) past the retry limit;
@@ -48,6 +61,8 @@ pub struct NotifierMetrics {
     /// the provider; the collapse id keeps it to one alert on the device).
     pub possible_repeats: Counter,
     pub push_duration: Latency<ProviderLabels>,
+    /// Alerts the devices' rules kept from a device, by state and reason.
+    pub withheld: Family<WithheldLabels, Counter>,
 }
 
 impl NotifierMetrics {
@@ -59,6 +74,7 @@ impl NotifierMetrics {
             pushes: Family::default(),
             possible_repeats: Counter::default(),
             push_duration: latency(),
+            withheld: Family::default(),
         };
         // Every known series exists from the start, at zero, so a fresh
         // install shows the whole set and rate() has a starting point.
@@ -73,6 +89,12 @@ impl NotifierMetrics {
                 .job_retries
                 .get_or_create(&RetryLabels { reason })
                 .inc_by(0);
+        }
+        for reason in FilterReason::ALL {
+            metrics.count_withheld_by(DeliveryState::Filtered(reason), 0);
+        }
+        for reason in HoldReason::ALL {
+            metrics.count_withheld_by(DeliveryState::Held(reason), 0);
         }
         for reason in ["gave_up", "poison", "unreadable"] {
             metrics
@@ -106,6 +128,13 @@ impl NotifierMetrics {
              an outcome: possibly a second push of the same alert (same collapse id)",
             metrics.possible_repeats.clone(),
         );
+        registry.register(
+            "notifier_alerts_withheld",
+            "Alerts a device's rules kept from it: filtered (never sent, by channel, tag or \
+             priority) or held (for the summary at the end of quiet hours, or the digest at \
+             the end of a burst window)",
+            metrics.withheld.clone(),
+        );
         registry.register_with_unit(
             "notifier_push_duration",
             "Time the push provider (APNs) took to answer one push",
@@ -113,5 +142,23 @@ impl NotifierMetrics {
             metrics.push_duration.clone(),
         );
         metrics
+    }
+}
+
+impl NotifierMetrics {
+    /// Counts one alert kept from a device (`state` is filtered or held).
+    pub fn count_withheld(&self, state: DeliveryState) {
+        self.count_withheld_by(state, 1);
+    }
+
+    fn count_withheld_by(&self, state: DeliveryState, n: u64) {
+        if let Some(reason) = state.reason() {
+            self.withheld
+                .get_or_create(&WithheldLabels {
+                    state: state.as_str(),
+                    reason,
+                })
+                .inc_by(n);
+        }
     }
 }

@@ -104,7 +104,7 @@ async fn world(script: Vec<Answer>) -> World {
                     environment: ApnsEnvironment::Sandbox,
                 },
                 name: None,
-                channels: None,
+                rules: common::rules::AlertRules::every_alert(),
             },
             clock.now(),
         )
@@ -123,6 +123,7 @@ async fn world(script: Vec<Answer>) -> World {
         notify: true,
         source: None,
         priority: Default::default(),
+        alert_key: None,
         created_at: clock.now(),
         notification: NotificationState::Queued,
         request_id: None,

@@ -174,6 +174,7 @@ async fn with_store(body: Body, store: Data<&Arc<dyn Store>>) -> Response {
         notify: false,
         source: input.source,
         priority: Default::default(),
+        alert_key: None,
         created_at: chrono::Utc::now(),
         notification: NotificationState::Skipped,
         request_id: None,

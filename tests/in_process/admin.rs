@@ -430,7 +430,7 @@ async fn mongodb_adopts_scopes_that_exist_only_as_strings_at_open() {
             environment: common::store::ApnsEnvironment::Sandbox,
         },
         name: None,
-        channels: None,
+        rules: common::rules::AlertRules::every_alert(),
     };
     let scope = common::store::Scope::new("legacy", "ios");
     store

@@ -64,7 +64,10 @@ async fn a_listed_origins_preflight_gets_204_with_the_cors_headers(kind: StoreKi
     for (path, methods) in [
         ("/v1/events", "GET, HEAD, POST"),
         ("/v1/devices", "GET, HEAD, POST"),
-        ("/v1/devices/0193b1f5-0000-7000-8000-000000000000", "DELETE"),
+        (
+            "/v1/devices/0193b1f5-0000-7000-8000-000000000000",
+            "PATCH, DELETE",
+        ),
     ] {
         let response = preflight(&app, path, APP, "POST").await;
         assert_eq!(response.status(), 204, "{path}");

@@ -54,6 +54,7 @@ fn outcome(
             attempts,
             error: None,
             apns_id: None,
+            summary_id: None,
             provider: Some("apns".into()),
             lease_until: None,
             updated_at: now,

@@ -31,6 +31,7 @@ mod queue_contract;
 mod rate_limit;
 mod reading;
 mod recovery;
+mod rules;
 mod scopes;
 mod store_contract;
 mod stream;

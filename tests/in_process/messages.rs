@@ -178,7 +178,8 @@ async fn a_typo_in_a_field_name_names_the_field_meant(kind: StoreKind) {
     assert_eq!(
         messages_at(&reply, &["colour"]),
         vec![
-            "unknown field `colour`; the fields are `kind`, `token`, `environment`, `name`, `channels`"
+            "unknown field `colour`; the fields are `kind`, `token`, `environment`, `name`, \
+             `channels`, `tags`, `minPriority`, `quietHours`, `burst`"
                 .to_owned()
         ]
     );

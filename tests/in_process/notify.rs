@@ -3,6 +3,7 @@
 //! dead tokens, a broker outage and a notifier replaced mid-stream.
 
 use notifier::push::PushOutcome;
+use serde_json::{Value, json};
 use tocsin_tests::{
     Reply, StoreKind,
     pipeline::{Pipeline, token},
@@ -18,12 +19,17 @@ async fn every_active_device_gets_one_push_and_channel_filters_hold(pipeline: Pi
     let event = pipeline.event("payments", "Payment received", true).await;
     let id = event["id"].as_str().expect("id").to_owned();
     let settled = pipeline.settled(&id, "delivered").await;
-    assert_eq!(
-        settled["notification"]["deliveries"]
-            .as_array()
-            .expect("deliveries")
-            .len(),
-        2
+    let states: Vec<(&str, &Value)> = settled["notification"]["deliveries"]
+        .as_array()
+        .expect("deliveries")
+        .iter()
+        .map(|d| (d["state"].as_str().expect("state"), &d["reason"]))
+        .collect();
+    assert_eq!(states.len(), 3, "one entry per device: {settled}");
+    assert_eq!(states.iter().filter(|(s, _)| *s == "delivered").count(), 2);
+    assert!(
+        states.contains(&("filtered", &json!("channel"))),
+        "the other channel's device is filtered: {settled}"
     );
     let sent = pipeline.provider.sent();
     assert_eq!(sent.len(), 2, "exactly two pushes: {sent:?}");

@@ -225,7 +225,14 @@ async fn a_deliverys_state_is_one_of_the_documented_values() {
     let doc = document(&pipeline.app).await;
     assert_eq!(
         doc.pointer("/components/schemas/DeliveryStateOut/enum"),
-        Some(&json!(["sending", "retrying", "delivered", "failed"])),
+        Some(&json!([
+            "sending",
+            "retrying",
+            "delivered",
+            "failed",
+            "filtered",
+            "held"
+        ])),
     );
     let delivery = client_validator(&doc, json!({ "$ref": "#/components/schemas/DeliveryOut" }));
     pipeline
@@ -377,7 +384,9 @@ async fn every_api_operation_names_its_scope_and_documents_its_403() {
             "/v1/events" | "/v1/events/{id}" | "/v1/channels" | "/v1/users/{userId}" | "/v1/stream"
             | "/v1/stats/events",
         ) => Some("events:read"),
-        ("post", "/v1/devices") | ("delete", "/v1/devices/{id}") => Some("devices:write"),
+        ("post", "/v1/devices")
+        | ("patch", "/v1/devices/{id}")
+        | ("delete", "/v1/devices/{id}") => Some("devices:write"),
         ("get", "/v1/devices") => Some("devices:read"),
         _ => None,
     };

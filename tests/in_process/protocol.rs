@@ -143,6 +143,7 @@ async fn unknown_ids_get_a_documented_404(kind: StoreKind) {
             "get /admin/v1/organizations/{orgId}/projects".into(),
             "post /admin/v1/organizations/{orgId}/projects".into(),
             "patch /admin/v1/projects/{projectId}".into(),
+            "patch /v1/devices/{id}".into(),
             "get /admin/v1/projects/{projectId}/keys".into(),
             "post /admin/v1/projects/{projectId}/keys".into(),
             "get /admin/v1/projects/{projectId}/devices".into(),
@@ -164,6 +165,10 @@ fn sample_bodies(template: &str) -> (Value, Value) {
         "/v1/devices" => (
             json!({ "token": "ab".repeat(32), "environment": "sandbox" }),
             json!({ "token": "cd".repeat(32), "environment": "sandbox" }),
+        ),
+        "/v1/devices/{id}" => (
+            json!({ "minPriority": "normal" }),
+            json!({ "minPriority": "high" }),
         ),
         "/admin/v1/organizations"
         | "/admin/v1/organizations/{orgId}"

@@ -524,7 +524,7 @@ async fn retention_removes_old_settled_events_and_their_deliveries(kind: StoreKi
                     environment: common::store::ApnsEnvironment::Sandbox,
                 },
                 name: None,
-                channels: None,
+                rules: common::rules::AlertRules::every_alert(),
             },
             now,
         )

@@ -38,7 +38,7 @@ async fn register(store: &dyn Store, scope: &Scope, n: u8) -> Uuid {
                     environment: ApnsEnvironment::Sandbox,
                 },
                 name: None,
-                channels: None,
+                rules: common::rules::AlertRules::every_alert(),
             },
             common::time::now(),
         )

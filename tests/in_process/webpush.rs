@@ -299,7 +299,7 @@ async fn endpoints_are_checked_again_at_send(kind: StoreKind) {
                 auth: subscription["keys"]["auth"].as_str().expect("auth").into(),
             }),
             name: None,
-            channels: None,
+            rules: common::rules::AlertRules::every_alert(),
         };
         app.store
             .upsert_device(&scope, &registration, chrono::Utc::now())

@@ -4,7 +4,8 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::model::{ApnsEnvironment, Scope};
+use super::model::{ApnsEnvironment, Priority, Scope};
+use crate::rules::{AlertRules, Burst, QuietHours};
 
 /// Which push service reaches a device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -96,8 +97,8 @@ pub struct Device {
     pub scope: Scope,
     pub target: PushTarget,
     pub name: Option<String>,
-    /// Only events of these channels are pushed; `None` means every channel.
-    pub channels: Option<Vec<String>>,
+    /// Which alerts it gets, and which are held for a summary.
+    pub rules: AlertRules,
     /// False once its push service said it is gone; re-registering revives it.
     pub active: bool,
     pub deactivated_reason: Option<String>,
@@ -106,15 +107,6 @@ pub struct Device {
 }
 
 impl Device {
-    /// Whether an event of `channel` is for this device.
-    pub fn wants(&self, channel: &str) -> bool {
-        self.active
-            && self
-                .channels
-                .as_ref()
-                .is_none_or(|channels| channels.iter().any(|c| c == channel))
-    }
-
     pub fn kind(&self) -> DeviceKind {
         self.target.kind()
     }
@@ -125,5 +117,44 @@ impl Device {
 pub struct DeviceRegistration {
     pub target: PushTarget,
     pub name: Option<String>,
-    pub channels: Option<Vec<String>>,
+    pub rules: AlertRules,
+}
+
+/// A change to a device: each field `None` is left as it is; `Some(None)`
+/// clears it (a cleared minimum priority is `low`, the default).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DevicePatch {
+    pub name: Option<Option<String>>,
+    pub channels: Option<Option<Vec<String>>>,
+    pub tags: Option<Option<Vec<String>>>,
+    pub min_priority: Option<Option<Priority>>,
+    pub quiet_hours: Option<Option<QuietHours>>,
+    pub burst: Option<Option<Burst>>,
+}
+
+impl DevicePatch {
+    /// Applies the change to `device`; true when something changed.
+    pub fn apply(&self, device: &mut Device) -> bool {
+        let before = (device.name.clone(), device.rules.clone());
+        let rules = &mut device.rules;
+        if let Some(name) = &self.name {
+            device.name.clone_from(name);
+        }
+        if let Some(channels) = &self.channels {
+            rules.channels.clone_from(channels);
+        }
+        if let Some(tags) = &self.tags {
+            rules.tags.clone_from(tags);
+        }
+        if let Some(min_priority) = self.min_priority {
+            rules.min_priority = min_priority.unwrap_or(Priority::Low);
+        }
+        if let Some(quiet_hours) = self.quiet_hours {
+            rules.quiet_hours = quiet_hours;
+        }
+        if let Some(burst) = self.burst {
+            rules.burst = burst;
+        }
+        before != (device.name.clone(), device.rules.clone())
+    }
 }

@@ -99,30 +99,27 @@ pub(super) fn decide(held: Option<Held>, request: &ClaimRequest) -> Decision {
             retaken: false,
         };
     };
-    match held.state {
-        DeliveryState::Delivered | DeliveryState::Failed => {
-            Decision::Answer(DeliveryClaim::Settled(held.state))
+    let open = held.state;
+    if open.is_final() {
+        return Decision::Answer(DeliveryClaim::Settled(open));
+    }
+    if request.now < held.lease_until {
+        Decision::Answer(DeliveryClaim::Busy {
+            until: held.lease_until,
+        })
+    } else if held.attempts >= request.max_attempts.max(1) {
+        Decision::GiveUp {
+            attempts: held.attempts,
         }
-        DeliveryState::Sending | DeliveryState::Retrying if request.now < held.lease_until => {
-            Decision::Answer(DeliveryClaim::Busy {
-                until: held.lease_until,
-            })
-        }
-        DeliveryState::Sending | DeliveryState::Retrying
-            if held.attempts >= request.max_attempts.max(1) =>
-        {
-            Decision::GiveUp {
-                attempts: held.attempts,
-            }
-        }
+    } else {
         // A lapsed `sending` claim's push may have gone out (its worker died
         // or stalled after sending, before recording): this one may repeat
         // it. A `retrying` one recorded its failure.
-        DeliveryState::Sending | DeliveryState::Retrying => Decision::Take {
+        Decision::Take {
             attempt: held.attempts + 1,
             lease_until: request.lease_until(),
-            retaken: held.state == DeliveryState::Sending,
-        },
+            retaken: open == DeliveryState::Sending,
+        }
     }
 }
 

@@ -38,7 +38,9 @@ use uuid::Uuid;
 
 pub use self::admin::{Actor, Admin, AuditEntry, AuditTarget};
 pub use self::api_key::{ApiKey, KeyScope};
-pub use self::device::{Device, DeviceKind, DeviceRegistration, PushTarget, WebPushSubscription};
+pub use self::device::{
+    Device, DeviceKind, DevicePatch, DeviceRegistration, PushTarget, WebPushSubscription,
+};
 pub use self::guard::StoreObserver;
 pub use self::model::{
     ApnsEnvironment, Bucket, ChannelStats, Delivery, DeliveryClaim, DeliveryState, Event,
@@ -245,6 +247,12 @@ pub trait DeliveryStore: Send + Sync {
     /// delivery over; nothing is written). One transaction or one bulk
     /// write.
     async fn finish_deliveries(&self, deliveries: &[(Scope, Delivery)]) -> StoreResult<Vec<bool>>;
+    /// Records deliveries that are not sent (filtered or held by the
+    /// device's rules) where the (event, device) has no record yet: for
+    /// each, in order, whether it was written (false: a record was there,
+    /// and stands; the first decision about a delivery is the one kept).
+    /// One transaction, or one bulk insert.
+    async fn record_withheld(&self, deliveries: &[(Scope, Delivery)]) -> StoreResult<Vec<bool>>;
     /// Every delivery of an event, by device.
     async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>>;
 }
@@ -385,6 +393,16 @@ pub trait DeviceStore: Send + Sync {
     ) -> StoreResult<(Device, bool)>;
     /// The scope's devices, oldest first.
     async fn list_devices(&self, scope: &Scope) -> StoreResult<Vec<Device>>;
+    /// Changes a device's name and rules as `patch` says, and returns it
+    /// as it stands afterwards (its `updated_at` moved to `now` when
+    /// something changed); `None` when the scope has no such device.
+    async fn update_device(
+        &self,
+        scope: &Scope,
+        id: Uuid,
+        patch: &DevicePatch,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<Device>>;
     /// Removes a device; false when the scope has no such device.
     async fn delete_device(&self, scope: &Scope, id: Uuid) -> StoreResult<bool>;
     /// Marks a device dead (APNs said so); it gets nothing until re-registered.

@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use crate::rules::{FilterReason, HoldReason};
+
 /// The organization and project an API key belongs to. Everything a key
 /// writes or reads is confined to its scope.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -39,6 +41,9 @@ pub struct Event {
     pub source: Option<String>,
     /// How insistently its push alerts (sound, interruption level, urgency).
     pub priority: Priority,
+    /// Its push replaces, on the device, the one of any earlier event of
+    /// the project with the same key (`None`: collapsing on the event id).
+    pub alert_key: Option<String>,
     pub created_at: DateTime<Utc>,
     /// Where the event's push notification stands (the outbox state).
     pub notification: NotificationState,
@@ -185,8 +190,11 @@ impl NotificationState {
 /// How insistently an event's push should alert: each provider maps it to
 /// its own terms (APNs interruption level and sound, Web Push `Urgency`,
 /// FCM Android priority). Events stored before priorities were are
-/// `normal`, as are jobs published before them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// `normal`, as are jobs published before them. Ordered from `low` to
+/// `high`, so rules can compare them.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
     /// Shown quietly: no sound, no interruption.
@@ -254,27 +262,53 @@ pub enum DeliveryState {
     Retrying,
     Delivered,
     Failed,
+    /// The device's rules say the event is not for it: never sent.
+    Filtered(FilterReason),
+    /// The device's rules held it back: it goes out in a summary (the end
+    /// of quiet hours) or a digest (the end of a burst window) instead.
+    Held(HoldReason),
 }
 
 impl DeliveryState {
+    /// The state's name; [`DeliveryState::reason`] says why for
+    /// `filtered` and `held`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Sending => "sending",
             Self::Retrying => "retrying",
             Self::Delivered => "delivered",
             Self::Failed => "failed",
+            Self::Filtered(_) => "filtered",
+            Self::Held(_) => "held",
         }
     }
 
-    pub fn parse(s: &str) -> Option<Self> {
-        [Self::Sending, Self::Retrying, Self::Delivered, Self::Failed]
-            .into_iter()
-            .find(|d| d.as_str() == s)
+    /// Why a delivery was filtered or held; `None` for the other states.
+    pub fn reason(self) -> Option<&'static str> {
+        match self {
+            Self::Filtered(reason) => Some(reason.as_str()),
+            Self::Held(reason) => Some(reason.as_str()),
+            _ => None,
+        }
     }
 
-    /// Whether nothing more will happen to this delivery.
+    /// A stored state, with its reason when it has one.
+    pub fn parse(state: &str, reason: Option<&str>) -> Option<Self> {
+        Some(match state {
+            "sending" => Self::Sending,
+            "retrying" => Self::Retrying,
+            "delivered" => Self::Delivered,
+            "failed" => Self::Failed,
+            "filtered" => Self::Filtered(FilterReason::parse(reason?)?),
+            "held" => Self::Held(HoldReason::parse(reason?)?),
+            _ => return None,
+        })
+    }
+
+    /// Whether nothing more will happen to this delivery (a held one goes
+    /// out in its summary, which is a push of its own).
     pub fn is_final(self) -> bool {
-        matches!(self, Self::Delivered | Self::Failed)
+        !matches!(self, Self::Sending | Self::Retrying)
     }
 }
 
@@ -294,6 +328,8 @@ pub struct Delivery {
     /// `log` when pushes are only logged); `None` until an outcome is
     /// recorded, and for deliveries recorded before providers were.
     pub provider: Option<String>,
+    /// A held delivery, once its summary went out: the id of that push.
+    pub summary_id: Option<Uuid>,
     /// `sending`: when the claim's lease runs out (its worker is presumed
     /// dead after that); `retrying`: when the next try may start. `None`
     /// once final.

@@ -11,7 +11,10 @@ use super::{Delivery, DeliveryState, NotificationState};
 /// the devices that may still get one (`eligible`); `None` while a delivery
 /// that can still happen is open. A delivery left unfinished for a device
 /// that is no longer eligible (deleted, deactivated, or its channels
-/// changed) will never be sent, so it does not keep the event open.
+/// changed) will never be sent, so it does not keep the event open. A
+/// delivery the device's rules filtered or held is final and counts as
+/// neither sent nor failed: an event whose every delivery was filtered or
+/// held is `skipped` (a held one goes out later, in its summary).
 pub fn settled_state(deliveries: &[Delivery], eligible: &[Uuid]) -> Option<NotificationState> {
     let counted = deliveries
         .iter()
@@ -20,6 +23,12 @@ pub fn settled_state(deliveries: &[Delivery], eligible: &[Uuid]) -> Option<Notif
     for delivery in counted {
         if !delivery.state.is_final() {
             return None;
+        }
+        if matches!(
+            delivery.state,
+            DeliveryState::Filtered(_) | DeliveryState::Held(_)
+        ) {
+            continue;
         }
         any = true;
         delivered |= delivery.state == DeliveryState::Delivered;
@@ -44,6 +53,7 @@ mod tests {
             state,
             attempts: 1,
             error: None,
+            summary_id: None,
             apns_id: None,
             provider: None,
             lease_until: None,
@@ -79,6 +89,20 @@ mod tests {
         assert_eq!(
             settled_state(&[delivery(11, Retrying)], &[]),
             Some(NotificationState::Skipped)
+        );
+        // Filtered and held deliveries are final, and neither sent nor failed.
+        let withheld = [
+            delivery(10, Filtered(crate::rules::FilterReason::Tag)),
+            delivery(11, Held(crate::rules::HoldReason::QuietHours)),
+        ];
+        assert_eq!(
+            settled_state(&withheld, &[a, b]),
+            Some(NotificationState::Skipped)
+        );
+        let one_failed = [withheld[0].clone(), delivery(11, Failed)];
+        assert_eq!(
+            settled_state(&one_failed, &[a, b]),
+            Some(NotificationState::Failed)
         );
     }
 }

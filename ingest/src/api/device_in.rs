@@ -9,10 +9,14 @@ use common::{
 };
 use poem_openapi::{Enum, Object, Union, types::Example};
 
-use super::devices::Environment;
+use super::{
+    device_rules::{BurstRule, QuietHoursIn, RulesIn},
+    devices::Environment,
+    priority::EventPriority,
+};
 use crate::{
     error::{ApiError, FieldError},
-    types::Nullable,
+    types::{Change, Nullable},
 };
 
 /// `"apns"`: an iPhone app's APNs device token.
@@ -36,23 +40,64 @@ pub enum FcmKind {
     Fcm,
 }
 
-/// An iPhone to push alerts to through APNs. Unknown fields are rejected.
-#[derive(Debug, Clone, Object)]
-#[oai(deny_unknown_fields, example)]
-pub struct ApnsDeviceIn {
-    /// `apns`, the default when absent.
-    pub kind: Option<ApnsKind>,
-    /// The APNs device token, in hex.
-    #[oai(validator(min_length = 32, max_length = 200, pattern = "^[0-9a-fA-F]+$"))]
-    pub token: String,
-    pub environment: Environment,
-    /// A label to recognise the device by.
-    #[oai(validator(min_length = 1, max_length = 100))]
-    pub name: Option<String>,
-    /// Only events of these channels are pushed to the device; absent means
-    /// every channel. At most 50, each 1 to 100 characters.
-    #[oai(validator(max_items = 50, min_length = 1, max_length = 100))]
-    pub channels: Option<Vec<String>>,
+/// Declares a kind's registration body: its own fields, then the label and
+/// the rules every kind takes, written once so the kinds never differ.
+macro_rules! device_in {
+    ($(#[$meta:meta])* pub struct $name:ident { $($own:tt)* }) => {
+        $(#[$meta])*
+        pub struct $name {
+            $($own)*
+            /// A label to recognise the device by.
+            #[oai(validator(min_length = 1, max_length = 100))]
+            pub name: Option<String>,
+            /// Only events of these channels are pushed to the device;
+            /// absent means every channel. At most 50, each 1 to 100
+            /// characters.
+            #[oai(validator(max_items = 50, min_length = 1, max_length = 100))]
+            pub channels: Option<Vec<String>>,
+            /// Only events carrying one of these tags are pushed; absent
+            /// means any event, tagged or not. At most 20, each 1 to 64
+            /// characters.
+            #[oai(validator(max_items = 20, min_length = 1, max_length = 64))]
+            pub tags: Option<Vec<String>>,
+            /// Only events of this priority or higher are pushed; `low`
+            /// when absent.
+            pub min_priority: Option<EventPriority>,
+            /// When alerts are held for one summary at the end; none when
+            /// absent.
+            pub quiet_hours: Option<QuietHoursIn>,
+            /// How many alerts may come in a window before the rest wait
+            /// for one digest; no limit when absent.
+            pub burst: Option<BurstRule>,
+        }
+
+        impl $name {
+            /// Its rules fields, taken out.
+            fn rules(&mut self) -> RulesIn {
+                RulesIn {
+                    channels: self.channels.take(),
+                    tags: self.tags.take(),
+                    min_priority: self.min_priority.take(),
+                    quiet_hours: self.quiet_hours.take(),
+                    burst: self.burst.take(),
+                }
+            }
+        }
+    };
+}
+
+device_in! {
+    /// An iPhone to push alerts to through APNs. Unknown fields are rejected.
+    #[derive(Debug, Clone, Object)]
+    #[oai(rename_all = "camelCase", deny_unknown_fields, example)]
+    pub struct ApnsDeviceIn {
+        /// `apns`, the default when absent.
+        pub kind: Option<ApnsKind>,
+        /// The APNs device token, in hex.
+        #[oai(validator(min_length = 32, max_length = 200, pattern = "^[0-9a-fA-F]+$"))]
+        pub token: String,
+        pub environment: Environment,
+    }
 }
 
 /// The sample body the docs show and their "Test Request" sends: a token
@@ -65,6 +110,18 @@ impl Example for ApnsDeviceIn {
             environment: Environment::Sandbox,
             name: Some("On-call iPhone".into()),
             channels: Some(vec!["payments".into()]),
+            tags: Some(vec!["eu".into(), "card".into()]),
+            min_priority: Some(EventPriority::Normal),
+            quiet_hours: Some(QuietHoursIn {
+                start: "22:00".into(),
+                end: "07:00".into(),
+                time_zone: "Europe/Berlin".into(),
+                allow_priority: Change::Set(EventPriority::High),
+            }),
+            burst: Some(BurstRule {
+                max: 5,
+                per_minutes: 10,
+            }),
         }
     }
 }
@@ -96,38 +153,28 @@ pub struct WebPushSubscriptionIn {
     pub keys: WebPushKeys,
 }
 
-/// A browser to push alerts to through Web Push. Unknown fields are
-/// rejected.
-#[derive(Debug, Clone, Object)]
-#[oai(deny_unknown_fields)]
-pub struct WebPushDeviceIn {
-    pub kind: WebPushKind,
-    pub subscription: WebPushSubscriptionIn,
-    /// A label to recognise the device by.
-    #[oai(validator(min_length = 1, max_length = 100))]
-    pub name: Option<String>,
-    /// Only events of these channels are pushed to the device; absent means
-    /// every channel. At most 50, each 1 to 100 characters.
-    #[oai(validator(max_items = 50, min_length = 1, max_length = 100))]
-    pub channels: Option<Vec<String>>,
+device_in! {
+    /// A browser to push alerts to through Web Push. Unknown fields are
+    /// rejected.
+    #[derive(Debug, Clone, Object)]
+    #[oai(rename_all = "camelCase", deny_unknown_fields)]
+    pub struct WebPushDeviceIn {
+        pub kind: WebPushKind,
+        pub subscription: WebPushSubscriptionIn,
+    }
 }
 
-/// An Android phone (or any FCM client) to push alerts to through Firebase
-/// Cloud Messaging. Unknown fields are rejected.
-#[derive(Debug, Clone, Object)]
-#[oai(deny_unknown_fields)]
-pub struct FcmDeviceIn {
-    pub kind: FcmKind,
-    /// The FCM registration token.
-    #[oai(validator(min_length = 1, max_length = 4096))]
-    pub token: String,
-    /// A label to recognise the device by.
-    #[oai(validator(min_length = 1, max_length = 100))]
-    pub name: Option<String>,
-    /// Only events of these channels are pushed to the device; absent means
-    /// every channel. At most 50, each 1 to 100 characters.
-    #[oai(validator(max_items = 50, min_length = 1, max_length = 100))]
-    pub channels: Option<Vec<String>>,
+device_in! {
+    /// An Android phone (or any FCM client) to push alerts to through
+    /// Firebase Cloud Messaging. Unknown fields are rejected.
+    #[derive(Debug, Clone, Object)]
+    #[oai(rename_all = "camelCase", deny_unknown_fields)]
+    pub struct FcmDeviceIn {
+        pub kind: FcmKind,
+        /// The FCM registration token.
+        #[oai(validator(min_length = 1, max_length = 4096))]
+        pub token: String,
+    }
 }
 
 /// A device to push alerts to, by `kind`: `apns` (the default), `webpush`
@@ -148,16 +195,17 @@ impl DeviceIn {
         policy: &EndpointPolicy,
     ) -> Result<DeviceRegistration, ApiError> {
         Ok(match self {
-            Self::Apns(d) => DeviceRegistration {
+            Self::Apns(mut d) => DeviceRegistration {
+                rules: d.rules().parse()?,
                 target: PushTarget::Apns {
                     // Hex is case-insensitive; one spelling keeps one device per token.
                     token: d.token.to_ascii_lowercase(),
                     environment: d.environment.into(),
                 },
                 name: d.name,
-                channels: d.channels,
             },
-            Self::WebPush(d) => {
+            Self::WebPush(mut d) => {
+                let rules = d.rules().parse()?;
                 let keys = &d.subscription.keys;
                 // A key no push could encrypt to is refused now, not at
                 // every send.
@@ -185,13 +233,13 @@ impl DeviceIn {
                         auth: d.subscription.keys.auth,
                     }),
                     name: d.name,
-                    channels: d.channels,
+                    rules,
                 }
             }
-            Self::Fcm(d) => DeviceRegistration {
+            Self::Fcm(mut d) => DeviceRegistration {
+                rules: d.rules().parse()?,
                 target: PushTarget::Fcm { token: d.token },
                 name: d.name,
-                channels: d.channels,
             },
         })
     }

@@ -10,7 +10,11 @@ use poem_openapi::{ApiResponse, Enum, Object, OpenApi, param::Path, payload::Jso
 use uuid::Uuid;
 
 pub use super::device_in::DeviceIn;
-use super::{ApiTags, Success};
+use super::{
+    ApiTags, Success,
+    device_rules::{BurstRule, DevicePatchIn, QuietHoursOut, RulesOut, not_found},
+    priority::EventPriority,
+};
 use crate::{
     auth::AuthContext, error::ApiError, request_id::RequestId, state::AppState, types::Nullable,
     validation::ValidatedJson,
@@ -77,6 +81,15 @@ pub struct DeviceOut {
     pub name: Nullable<String>,
     /// The channels it gets alerts from, or null for every channel.
     pub channels: Nullable<Vec<String>>,
+    /// It gets only events carrying one of these tags; null for any event.
+    pub tags: Nullable<Vec<String>>,
+    /// It gets only events of this priority or higher.
+    pub min_priority: EventPriority,
+    /// When alerts are held for a summary; null for never.
+    pub quiet_hours: Nullable<QuietHoursOut>,
+    /// How many alerts may come in a window before the rest wait for a
+    /// digest; null for no limit.
+    pub burst: Nullable<BurstRule>,
     /// False once its push service reported it gone; re-registering
     /// revives it.
     pub active: bool,
@@ -96,6 +109,7 @@ impl From<Device> for DeviceOut {
             PushTarget::WebPush(s) => (None, None, Some(s.endpoint)),
             PushTarget::Fcm { token } => (Some(token), None, None),
         };
+        let rules = RulesOut::from(d.rules);
         Self {
             id: d.id,
             kind,
@@ -103,7 +117,11 @@ impl From<Device> for DeviceOut {
             environment: Nullable(environment),
             endpoint: Nullable(endpoint),
             name: Nullable(d.name),
-            channels: Nullable(d.channels),
+            channels: rules.channels,
+            tags: rules.tags,
+            min_priority: rules.min_priority,
+            quiet_hours: rules.quiet_hours,
+            burst: rules.burst,
             active: d.active,
             deactivated_reason: Nullable(d.deactivated_reason),
             created_at: d.created_at,
@@ -157,6 +175,13 @@ pub enum ListResponse {
     /// The project's devices, oldest first.
     #[oai(status = 200)]
     Ok(Json<Success<DeviceList>>),
+}
+
+#[derive(ApiResponse)]
+pub enum UpdateResponse {
+    /// The device as it stands now.
+    #[oai(status = 200)]
+    Ok(Json<Success<DeviceOut>>),
 }
 
 #[derive(ApiResponse)]
@@ -245,6 +270,39 @@ impl DevicesApi {
         ))))
     }
 
+    /// Change a device's rules
+    ///
+    /// Changes its name, channels, tags, minimum priority, quiet hours or
+    /// burst limit. A field left out is left as it is; `null` clears it.
+    /// A key reaches only its own project's devices.
+    #[oai(
+        path = "/v1/devices/:id",
+        method = "patch",
+        operation_id = "updateDevice"
+    )]
+    async fn update(
+        &self,
+        /// The device's id.
+        id: Path<String>,
+        body: ValidatedJson<DevicePatchIn>,
+        auth: Data<&AuthContext>,
+        request_id: Data<&RequestId>,
+    ) -> poem::Result<UpdateResponse> {
+        let id = Uuid::parse_str(&id.0).map_err(|_| not_found())?;
+        let patch = body.0.parse()?;
+        let device = self
+            .state
+            .store
+            .update_device(&auth.scope, id, &patch, common::time::now())
+            .await
+            .map_err(ApiError::from)?
+            .ok_or_else(not_found)?;
+        Ok(UpdateResponse::Ok(Json(Success::new(
+            device.into(),
+            **request_id,
+        ))))
+    }
+
     /// Remove a device
     #[oai(
         path = "/v1/devices/:id",
@@ -258,7 +316,6 @@ impl DevicesApi {
         auth: Data<&AuthContext>,
         request_id: Data<&RequestId>,
     ) -> poem::Result<DeleteResponse> {
-        let not_found = || ApiError::NotFound("no device with this id".into());
         let id = Uuid::parse_str(&id.0).map_err(|_| not_found())?;
         if !self
             .state

@@ -66,6 +66,14 @@ pub struct EventIn {
     pub source: Option<String>,
     /// How insistently the push alerts; default `normal`.
     pub priority: Option<EventPriority>,
+    /// 1 to 64 characters. The event's push replaces, on each device, the
+    /// notification of any earlier event of the project with the same key
+    /// (APNs `apns-collapse-id`, Web Push `Topic` and notification tag,
+    /// FCM `collapse_key` and tag), so "deploy 42 started" becomes "deploy
+    /// 42 succeeded" instead of stacking. Without it, each event's push is
+    /// its own notification.
+    #[oai(validator(min_length = 1, max_length = 64))]
+    pub alert_key: Option<String>,
 }
 
 /// The sample body the docs show and their "Test Request" sends: every
@@ -86,6 +94,7 @@ impl Example for EventIn {
             notify: Some(true),
             source: Some("billing".into()),
             priority: Some(EventPriority::High),
+            alert_key: Some("payment-1042".into()),
         }
     }
 }
@@ -107,6 +116,8 @@ pub struct EventOut {
     pub notify: bool,
     pub source: Nullable<String>,
     pub priority: EventPriority,
+    /// The key its push replaces earlier pushes of on the device, if any.
+    pub alert_key: Nullable<String>,
     /// When the event was recorded (RFC 3339, UTC).
     #[serde(serialize_with = "rfc3339")]
     pub created_at: DateTime<Utc>,
@@ -133,6 +144,7 @@ impl EventOut {
             notify: e.notify,
             source: Nullable(e.source),
             priority: e.priority.into(),
+            alert_key: Nullable(e.alert_key),
             created_at: e.created_at,
             notification: NotificationOut {
                 state: e.notification.into(),
@@ -188,6 +200,7 @@ impl EventsApi {
             notify: input.notify.unwrap_or(true),
             source: input.source,
             priority: input.priority.map(Into::into).unwrap_or_default(),
+            alert_key: input.alert_key,
             request_id: **request_id,
         };
         let claim = req.extensions().get::<Claim>();

@@ -4,6 +4,7 @@
 pub mod channels;
 pub(crate) mod cursor;
 mod device_in;
+pub mod device_rules;
 pub mod devices;
 pub mod events;
 pub mod health;

@@ -2,7 +2,10 @@
 //! as `GET /v1/events/{id}` shows them.
 
 use chrono::{DateTime, Utc};
-use common::store::{Delivery, DeliveryState, NotificationState};
+use common::{
+    rules::{FilterReason, HoldReason},
+    store::{Delivery, DeliveryState, NotificationState},
+};
 use poem_openapi::{Enum, Object};
 use serde::Serialize;
 use uuid::Uuid;
@@ -52,6 +55,43 @@ pub enum DeliveryStateOut {
     Delivered,
     /// Refused, or given up after the last retry.
     Failed,
+    /// The device's rules say the event is not for it (`reason`: `channel`,
+    /// `tag` or `priority`); never sent.
+    Filtered,
+    /// The device's rules held it back (`reason`: `quietHours` or `burst`):
+    /// it goes out in one summary when quiet hours end, or in one digest
+    /// when the burst window ends (`summaryId` once it has).
+    Held,
+}
+
+/// Why a delivery was filtered or held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum, Serialize)]
+#[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
+pub enum DeliveryReasonOut {
+    /// Not one of the device's channels.
+    Channel,
+    /// The device has tags, and the event carries none of them.
+    Tag,
+    /// Below the device's minimum priority.
+    Priority,
+    /// During the device's quiet hours, below their `allowPriority`.
+    QuietHours,
+    /// Past the device's burst limit.
+    Burst,
+}
+
+impl DeliveryReasonOut {
+    fn of(state: DeliveryState) -> Option<Self> {
+        Some(match state {
+            DeliveryState::Filtered(FilterReason::Channel) => Self::Channel,
+            DeliveryState::Filtered(FilterReason::Tag) => Self::Tag,
+            DeliveryState::Filtered(FilterReason::Priority) => Self::Priority,
+            DeliveryState::Held(HoldReason::QuietHours) => Self::QuietHours,
+            DeliveryState::Held(HoldReason::Burst) => Self::Burst,
+            _ => return None,
+        })
+    }
 }
 
 impl From<DeliveryState> for DeliveryStateOut {
@@ -61,6 +101,8 @@ impl From<DeliveryState> for DeliveryStateOut {
             DeliveryState::Retrying => Self::Retrying,
             DeliveryState::Delivered => Self::Delivered,
             DeliveryState::Failed => Self::Failed,
+            DeliveryState::Filtered(_) => Self::Filtered,
+            DeliveryState::Held(_) => Self::Held,
         }
     }
 }
@@ -72,6 +114,11 @@ impl From<DeliveryState> for DeliveryStateOut {
 pub struct DeliveryOut {
     pub device_id: Uuid,
     pub state: DeliveryStateOut,
+    /// Why it was filtered or held; null in the other states.
+    pub reason: Nullable<DeliveryReasonOut>,
+    /// A held delivery, once its summary or digest went out: the id of
+    /// that push. Null otherwise.
+    pub summary_id: Nullable<Uuid>,
     /// Sends tried so far.
     pub attempts: u32,
     /// Why the last try failed.
@@ -88,6 +135,8 @@ impl From<Delivery> for DeliveryOut {
         Self {
             device_id: d.device_id,
             state: d.state.into(),
+            reason: Nullable(DeliveryReasonOut::of(d.state)),
+            summary_id: Nullable(d.summary_id),
             attempts: d.attempts,
             error: Nullable(d.error),
             provider: Nullable(d.provider),
@@ -100,7 +149,8 @@ impl From<Delivery> for DeliveryOut {
 #[derive(Debug, Clone, Object, Serialize)]
 pub struct NotificationOut {
     pub state: NotificationStateOut,
-    /// One entry per device the push was sent to (only in `GET /v1/events/{id}`).
+    /// One entry per device of the project the event concerned: sent,
+    /// filtered or held (only in `GET /v1/events/{id}`).
     #[oai(skip_serializing_if_is_none)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deliveries: Option<Vec<DeliveryOut>>,

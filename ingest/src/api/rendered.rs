@@ -110,7 +110,10 @@ mod tests {
         api::{
             Success,
             events::EventOut,
-            notification::{DeliveryOut, DeliveryStateOut, NotificationOut, NotificationStateOut},
+            notification::{
+                DeliveryOut, DeliveryReasonOut, DeliveryStateOut, NotificationOut,
+                NotificationStateOut,
+            },
             priority::EventPriority,
         },
         request_id::RequestId,
@@ -140,6 +143,7 @@ mod tests {
             notify: true,
             source: Nullable(Some("billing".into())),
             priority: EventPriority::High,
+            alert_key: Nullable(Some("deploy-42".into())),
             created_at,
             notification: NotificationOut {
                 state: NotificationStateOut::Queued,
@@ -209,10 +213,17 @@ mod tests {
             device_id: Uuid::new_v4(),
             state,
             attempts: 3,
+            reason: Nullable(None),
+            summary_id: Nullable(None),
             error: Nullable(error.map(Into::into)),
             provider: Nullable(provider.map(Into::into)),
             updated_at: Utc::now(),
         };
+        let mut filtered = delivery(DeliveryStateOut::Filtered, None, None);
+        filtered.reason = Nullable(Some(DeliveryReasonOut::Tag));
+        let mut held = delivery(DeliveryStateOut::Held, None, None);
+        held.reason = Nullable(Some(DeliveryReasonOut::QuietHours));
+        held.summary_id = Nullable(Some(Uuid::now_v7()));
         let mut looked_up = event(Utc::now());
         looked_up.notification = NotificationOut {
             state: NotificationStateOut::Delivered,
@@ -225,6 +236,8 @@ mod tests {
                     Some("BadDeviceToken"),
                     Some("fcm"),
                 ),
+                filtered,
+                held,
             ]),
         };
         assert_same(&Success::new(looked_up.clone(), RequestId(Uuid::new_v4())));

@@ -7,7 +7,7 @@
 //! may be long or secret (a device token).
 
 use jsonschema::{
-    ValidationError,
+    JsonType, ValidationError,
     error::{TypeKind, ValidationErrorKind},
 };
 use serde_json::Value;
@@ -89,10 +89,35 @@ pub(super) fn describe(error: &ValidationError<'_>, root: &Value) -> Vec<FieldEr
         }
         ValidationErrorKind::Minimum { limit } => one(format!("must be at least {limit}")),
         ValidationErrorKind::Maximum { limit } => one(format!("must be at most {limit}")),
+        // A value that may also be null (`anyOf: [schema, null]`, how a
+        // nullable object or enum is published) and is not: its faults are
+        // those of the schema, at their own paths.
+        ValidationErrorKind::AnyOf { context } if !error.instance().is_null() => {
+            let of_value: Vec<FieldError> = context
+                .iter()
+                .filter(|branch| !is_null_branch(branch))
+                .flatten()
+                .flat_map(|e| describe(e, root))
+                .collect();
+            if of_value.is_empty() {
+                one(error.masked_with("the value").to_string())
+            } else {
+                of_value
+            }
+        }
         // Whatever else the schemas may grow: the validator's text with the
         // value masked, so nothing the client sent is echoed.
         _ => one(error.masked_with("the value").to_string()),
     }
+}
+
+/// Whether a branch of an `anyOf` failed only for not being null: the
+/// `null` alternative of a nullable value.
+fn is_null_branch(errors: &[ValidationError<'_>]) -> bool {
+    matches!(errors, [e] if matches!(
+        e.kind(),
+        ValidationErrorKind::Type { kind: TypeKind::Single(JsonType::Null) }
+    ))
 }
 
 fn has_form(schema: &Value) -> bool {

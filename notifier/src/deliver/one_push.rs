@@ -96,6 +96,7 @@ impl Deliverer {
             error: None,
             apns_id: None,
             provider: Some(provider.to_owned()),
+            summary_id: None,
             lease_until: None,
             updated_at: now,
         };

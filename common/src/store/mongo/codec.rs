@@ -8,6 +8,7 @@ use mongodb::bson::{self, Bson, Document, doc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use crate::rules::AlertRules;
 use crate::store::{
     ApiKey, ApnsEnvironment, Delivery, DeliveryState, Device, DeviceKind, Event, Identity,
     KeyScope, NotificationState, Priority, PushTarget, Scope, StoreError, StoreResult,
@@ -186,6 +187,7 @@ pub(super) fn event_to_doc(e: &Event) -> Document {
         "requestId": e.request_id.clone(),
         "notificationDueAt": e.notification_due_at.as_ref().map(date),
         "priority": e.priority.as_str(),
+        "alertKey": e.alert_key.clone(),
     }
 }
 
@@ -214,6 +216,7 @@ pub(super) fn event_from_doc(d: &Document) -> StoreResult<Event> {
             request_id: opt_str(d, "requestId"),
             notification_due_at: opt_date(d, "notificationDueAt"),
             priority: Priority::from_stored(d.get_str("priority").ok())?,
+            alert_key: opt_str(d, "alertKey"),
         })
     };
     parse().map_err(|e| corrupt("event", e))
@@ -230,7 +233,8 @@ pub(super) fn device_to_doc(d: &Device) -> Document {
         "kind": d.kind().as_str(),
         "token": d.target.address(),
         "name": d.name.clone(),
-        "channels": d.channels.clone(),
+        "channels": d.rules.channels.clone(),
+        "rules": rules_to_doc(&d.rules),
         "active": d.active,
         "deactivatedReason": d.deactivated_reason.clone(),
         "createdAt": date(&d.created_at),
@@ -247,6 +251,12 @@ pub(super) fn device_to_doc(d: &Device) -> Document {
         PushTarget::Fcm { .. } => {}
     }
     doc
+}
+
+/// A device's rules but its channels (kept in their own field, which
+/// predates the rules).
+fn rules_to_doc(rules: &AlertRules) -> Document {
+    bson::to_document(rules).expect("rules always serialise")
 }
 
 fn strings(d: &Document, key: &str) -> anyhow::Result<Option<Vec<String>>> {
@@ -289,7 +299,14 @@ pub(super) fn device_from_doc(d: &Document) -> StoreResult<Device> {
             scope: Scope::new(d.get_str("org")?, d.get_str("project")?),
             target,
             name: opt_str(d, "name"),
-            channels: strings(d, "channels")?,
+            rules: AlertRules {
+                channels: strings(d, "channels")?,
+                ..match d.get_document("rules") {
+                    Ok(rules) => bson::from_document(rules.clone())?,
+                    // Stored before rules were: every alert.
+                    Err(_) => AlertRules::every_alert(),
+                }
+            },
             active: d.get_bool("active")?,
             deactivated_reason: opt_str(d, "deactivatedReason"),
             created_at: d.get_datetime("createdAt")?.to_chrono(),
@@ -304,12 +321,15 @@ pub(super) fn delivery_from_doc(d: &Document) -> StoreResult<Delivery> {
         Ok(Delivery {
             event_id: Uuid::parse_str(d.get_str("eventId")?)?,
             device_id: Uuid::parse_str(d.get_str("deviceId")?)?,
-            state: DeliveryState::parse(d.get_str("state")?)
+            state: DeliveryState::parse(d.get_str("state")?, d.get_str("reason").ok())
                 .ok_or_else(|| anyhow::anyhow!("unknown delivery state"))?,
             attempts: u32::try_from(d.get_i64("attempts")?)?,
             error: opt_str(d, "error"),
             apns_id: opt_str(d, "apnsId"),
             provider: opt_str(d, "provider"),
+            summary_id: opt_str(d, "summaryId")
+                .map(|id| Uuid::parse_str(&id))
+                .transpose()?,
             updated_at: d.get_datetime("updatedAt")?.to_chrono(),
             lease_until: d.get_datetime("leaseUntil").ok().map(|t| t.to_chrono()),
         })

@@ -188,6 +188,51 @@ impl DeliveryStore for MongoStore {
             .await
     }
 
+    /// One unordered bulk insert, each record marked as this batch's;
+    /// when some keys already had a record (a duplicate key), the marked
+    /// records say which were written.
+    async fn record_withheld(&self, deliveries: &[(Scope, Delivery)]) -> StoreResult<Vec<bool>> {
+        self.guard
+            .call("record_withheld", async {
+                if deliveries.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mark = Uuid::new_v4().to_string();
+                let keys: Vec<ClaimKey> = deliveries
+                    .iter()
+                    .map(|(scope, d)| ClaimKey {
+                        scope: scope.clone(),
+                        event_id: d.event_id,
+                        device_id: d.device_id,
+                    })
+                    .collect();
+                let docs = keys.iter().zip(deliveries).map(|(key, (_, d))| {
+                    let mut doc = key_filter(key);
+                    doc.insert("org", &key.scope.org);
+                    doc.insert("project", &key.scope.project);
+                    doc.insert("state", d.state.as_str());
+                    doc.insert("reason", d.state.reason());
+                    doc.insert("summaryId", d.summary_id.map(|id| id.to_string()));
+                    doc.insert("attempts", 0_i64);
+                    doc.insert("updatedAt", date(&d.updated_at));
+                    doc.insert("recordedBy", &mark);
+                    doc
+                });
+                match self.deliveries().insert_many(docs).ordered(false).await {
+                    Ok(_) => Ok(vec![true; deliveries.len()]),
+                    Err(e) if any_duplicate_key(&e) => {
+                        let ours = marked(self, &keys, "recordedBy", &mark).await?;
+                        Ok(keys
+                            .iter()
+                            .map(|key| ours.iter().any(|(e, d, _)| same(key, e, d)))
+                            .collect())
+                    }
+                    Err(e) => Err(classify(e)),
+                }
+            })
+            .await
+    }
+
     async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>> {
         self.guard
             .call("list_deliveries", of_event(self, scope, event_id))

@@ -14,7 +14,9 @@ use super::{
     codec::{date, device_from_doc, device_to_doc, scope_filter},
     find_all, is_duplicate_key,
 };
-use crate::store::{Device, DeviceRegistration, DeviceStore, Scope, StoreError, StoreResult};
+use crate::store::{
+    Device, DevicePatch, DeviceRegistration, DeviceStore, Scope, StoreError, StoreResult,
+};
 
 #[async_trait]
 impl DeviceStore for MongoStore {
@@ -45,7 +47,7 @@ impl DeviceStore for MongoStore {
                         scope: scope.clone(),
                         target: registration.target.clone(),
                         name: registration.name.clone(),
-                        channels: registration.channels.clone(),
+                        rules: registration.rules.clone(),
                         active: true,
                         deactivated_reason: None,
                         created_at: existing.as_ref().map_or(now, |d| d.created_at),
@@ -91,6 +93,54 @@ impl DeviceStore for MongoStore {
                 )
                 .await?;
                 docs.iter().map(device_from_doc).collect()
+            })
+            .await
+    }
+
+    async fn update_device(
+        &self,
+        scope: &Scope,
+        id: Uuid,
+        patch: &DevicePatch,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<Device>> {
+        self.guard
+            .call("update_device", async {
+                let _changing = Changing(self);
+                let mut filter = scope_filter(scope);
+                filter.insert("_id", id.to_string());
+                // Read, change, and replace only the version read (its
+                // `updatedAt`, which every write moves): a lost race reads
+                // again, so two changes to different fields both stay.
+                for _ in 0..MAX_ATTEMPTS {
+                    let Some(read) = self
+                        .devices()
+                        .find_one(filter.clone())
+                        .await
+                        .map_err(classify)?
+                    else {
+                        return Ok(None);
+                    };
+                    let mut device = device_from_doc(&read)?;
+                    if !patch.apply(&mut device) {
+                        return Ok(Some(device));
+                    }
+                    let mut unchanged = filter.clone();
+                    unchanged.insert("updatedAt", date(&device.updated_at));
+                    device.updated_at =
+                        now.max(device.updated_at + chrono::Duration::milliseconds(1));
+                    let replaced = self
+                        .devices()
+                        .replace_one(unchanged, device_to_doc(&device))
+                        .await
+                        .map_err(classify)?;
+                    if replaced.matched_count == 1 {
+                        return Ok(Some(device));
+                    }
+                }
+                Err(StoreError::unavailable(
+                    "the device is being changed; try again",
+                ))
             })
             .await
     }

@@ -7,6 +7,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use rusqlite::Row;
 use uuid::Uuid;
 
+use crate::rules::AlertRules;
 use crate::store::{
     ApiKey, ApnsEnvironment, Delivery, DeliveryState, Device, DeviceKind, Event, KeyScope,
     NotificationState, Priority, PushTarget, Scope, WebPushSubscription,
@@ -93,7 +94,7 @@ pub(super) fn key_from_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
 
 pub(super) const EVENT_COLUMNS: &str = "id, org, project, channel_name, title, description, icon, \
      tags, metadata, user_id, notify, source, created_at, notification_state, request_id, \
-     notification_due_ms, priority";
+     notification_due_ms, priority, alert_key";
 
 pub(super) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
     Ok(Event {
@@ -113,6 +114,7 @@ pub(super) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
         request_id: r.get(14)?,
         notification_due_at: r.get::<_, Option<i64>>(15)?.map(from_ms).transpose()?,
         priority: parse_enum(&r.get::<_, String>(16)?, Priority::parse)?,
+        alert_key: r.get(17)?,
     })
 }
 
@@ -127,7 +129,7 @@ pub(super) fn parse_enum<T>(s: &str, parse: fn(&str) -> Option<T>) -> rusqlite::
 /// `environment` is APNs' only (empty for the others), `p256dh` and `auth`
 /// Web Push's only.
 pub(super) const DEVICE_COLUMNS: &str = "id, org, project, token, environment, name, channels, \
-     active, deactivated_reason, created_at, updated_at, kind, p256dh, auth";
+     active, deactivated_reason, created_at, updated_at, kind, p256dh, auth, rules";
 
 /// The columns of [`DEVICE_COLUMNS`] that depend on the kind: `environment`,
 /// `kind`, `p256dh`, `auth`.
@@ -161,10 +163,17 @@ pub(super) fn device_from_row(r: &Row<'_>) -> rusqlite::Result<Device> {
         scope: Scope::new(r.get::<_, String>(1)?, r.get::<_, String>(2)?),
         target,
         name: r.get(5)?,
-        channels: r
-            .get::<_, Option<String>>(6)?
-            .map(|c| parse_json(&c))
-            .transpose()?,
+        rules: AlertRules {
+            channels: r
+                .get::<_, Option<String>>(6)?
+                .map(|c| parse_json(&c))
+                .transpose()?,
+            // Stored before rules were: every alert.
+            ..r.get::<_, Option<String>>(14)?
+                .map(|rules| parse_json(&rules))
+                .transpose()?
+                .unwrap_or_else(AlertRules::every_alert)
+        },
         active: r.get(7)?,
         deactivated_reason: r.get(8)?,
         created_at: parse_ts(&r.get::<_, String>(9)?)?,
@@ -172,14 +181,26 @@ pub(super) fn device_from_row(r: &Row<'_>) -> rusqlite::Result<Device> {
     })
 }
 
-pub(super) const DELIVERY_COLUMNS: &str =
-    "event_id, device_id, state, attempts, error, apns_id, updated_at, lease_until_ms, provider";
+pub(super) const DELIVERY_COLUMNS: &str = "event_id, device_id, state, attempts, error, apns_id, \
+     updated_at, lease_until_ms, provider, reason, summary_id";
+
+/// A delivery's state from its `state` and `reason` columns.
+pub(super) fn delivery_state(state: &str, reason: Option<&str>) -> rusqlite::Result<DeliveryState> {
+    DeliveryState::parse(state, reason).ok_or_else(|| {
+        rusqlite::Error::ToSqlConversionFailure(
+            format!("unknown delivery state {state:?} ({reason:?})").into(),
+        )
+    })
+}
 
 pub(super) fn delivery_from_row(r: &Row<'_>) -> rusqlite::Result<Delivery> {
     Ok(Delivery {
         event_id: parse_uuid(&r.get::<_, String>(0)?)?,
         device_id: parse_uuid(&r.get::<_, String>(1)?)?,
-        state: parse_enum(&r.get::<_, String>(2)?, DeliveryState::parse)?,
+        state: delivery_state(
+            &r.get::<_, String>(2)?,
+            r.get::<_, Option<String>>(9)?.as_deref(),
+        )?,
         attempts: r.get(3)?,
         error: r.get(4)?,
         apns_id: r.get(5)?,
@@ -189,5 +210,9 @@ pub(super) fn delivery_from_row(r: &Row<'_>) -> rusqlite::Result<Delivery> {
             ms => Some(from_ms(ms)?),
         },
         provider: r.get(8)?,
+        summary_id: r
+            .get::<_, Option<String>>(10)?
+            .map(|id| parse_uuid(&id))
+            .transpose()?,
     })
 }

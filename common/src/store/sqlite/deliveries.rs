@@ -12,10 +12,10 @@ use uuid::Uuid;
 
 use super::{
     SqliteStore,
-    codec::{DELIVERY_COLUMNS, delivery_from_row, from_ms, ms, parse_enum, ts},
+    codec::{DELIVERY_COLUMNS, delivery_from_row, delivery_state, from_ms, ms, ts},
 };
 use crate::store::{
-    Delivery, DeliveryClaim, DeliveryState, DeliveryStore, Scope, StoreResult,
+    Delivery, DeliveryClaim, DeliveryStore, Scope, StoreResult,
     lease::{self, ClaimKey, ClaimRequest, Decision, Held},
 };
 
@@ -80,6 +80,40 @@ impl DeliveryStore for SqliteStore {
         .await
     }
 
+    /// Every record of the batch in one transaction; an existing record
+    /// is left alone (`ON CONFLICT DO NOTHING`).
+    async fn record_withheld(&self, deliveries: &[(Scope, Delivery)]) -> StoreResult<Vec<bool>> {
+        let deliveries = deliveries.to_vec();
+        self.run("record_withheld", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut written = Vec::with_capacity(deliveries.len());
+            {
+                let mut insert = tx.prepare_cached(
+                    "INSERT INTO deliveries (event_id, device_id, org, project, state, reason, \
+                     summary_id, attempts, claimed_at_ms, lease_until_ms, updated_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, 0, 0, ?8) \
+                     ON CONFLICT (event_id, device_id) DO NOTHING",
+                )?;
+                for (scope, d) in &deliveries {
+                    let n = insert.execute(params![
+                        d.event_id.to_string(),
+                        d.device_id.to_string(),
+                        scope.org,
+                        scope.project,
+                        d.state.as_str(),
+                        d.state.reason(),
+                        d.summary_id.map(|id| id.to_string()),
+                        ts(&d.updated_at),
+                    ])?;
+                    written.push(n == 1);
+                }
+            }
+            tx.commit()?;
+            Ok(written)
+        })
+        .await
+    }
+
     async fn list_deliveries(&self, scope: &Scope, event_id: Uuid) -> StoreResult<Vec<Delivery>> {
         let scope = scope.clone();
         self.run("list_deliveries", move |c| list_in(c, &scope, event_id))
@@ -96,7 +130,7 @@ fn claim_in(
     let (event, device) = (key.event_id.to_string(), key.device_id.to_string());
     let held = tx
         .prepare_cached(
-            "SELECT state, attempts, lease_until_ms FROM deliveries \
+            "SELECT state, attempts, lease_until_ms, reason FROM deliveries \
              WHERE event_id = ?1 AND device_id = ?2",
         )?
         .query_row(params![event, device], |r| {
@@ -104,12 +138,13 @@ fn claim_in(
                 r.get::<_, String>(0)?,
                 r.get::<_, u32>(1)?,
                 r.get::<_, i64>(2)?,
+                r.get::<_, Option<String>>(3)?,
             ))
         })
         .optional()?
-        .map(|(state, attempts, until)| {
+        .map(|(state, attempts, until, reason)| {
             Ok::<_, rusqlite::Error>(Held {
-                state: parse_enum(&state, DeliveryState::parse)?,
+                state: delivery_state(&state, reason.as_deref())?,
                 attempts,
                 lease_until: from_ms(until)?,
             })

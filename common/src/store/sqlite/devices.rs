@@ -13,7 +13,7 @@ use super::{
     SqliteStore,
     codec::{DEVICE_COLUMNS, device_from_row, target_columns, to_json, ts},
 };
-use crate::store::{Device, DeviceRegistration, DeviceStore, Scope, StoreResult};
+use crate::store::{Device, DevicePatch, DeviceRegistration, DeviceStore, Scope, StoreResult};
 
 #[async_trait]
 impl DeviceStore for SqliteStore {
@@ -41,36 +41,13 @@ impl DeviceStore for SqliteStore {
                     scope: scope.clone(),
                     target: reg.target,
                     name: reg.name,
-                    channels: reg.channels,
+                    rules: reg.rules,
                     active: true,
                     deactivated_reason: None,
                     created_at: existing.as_ref().map_or(now, |d| d.created_at),
                     updated_at: now,
                 };
-                let channels = device.channels.as_ref().map(to_json).transpose()?;
-                let (environment, kind, p256dh, auth) = target_columns(&device.target);
-                tx.execute(
-                    &format!(
-                        "INSERT OR REPLACE INTO devices ({DEVICE_COLUMNS}) \
-                         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"
-                    ),
-                    params![
-                        device.id.to_string(),
-                        device.scope.org,
-                        device.scope.project,
-                        device.target.address(),
-                        environment,
-                        device.name,
-                        channels,
-                        device.active,
-                        device.deactivated_reason,
-                        ts(&device.created_at),
-                        ts(&device.updated_at),
-                        kind,
-                        p256dh,
-                        auth,
-                    ],
-                )?;
+                write_device(&tx, &device)?;
                 tx.commit()?;
                 changes.fetch_add(1, Ordering::Release);
                 Ok((device, created))
@@ -88,6 +65,41 @@ impl DeviceStore for SqliteStore {
                 .collect()
             })
             .await
+    }
+
+    async fn update_device(
+        &self,
+        scope: &Scope,
+        id: Uuid,
+        patch: &DevicePatch,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<Device>> {
+        let scope = scope.clone();
+        let patch = patch.clone();
+        let changes = Arc::clone(&self.device_changes);
+        self.run("update_device", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let Some(mut device) = tx
+                .query_row(
+                    &format!(
+                        "SELECT {DEVICE_COLUMNS} FROM devices WHERE id = ?1 AND org = ?2 AND project = ?3"
+                    ),
+                    params![id.to_string(), scope.org, scope.project],
+                    device_from_row,
+                )
+                .optional()?
+            else {
+                return Ok(None);
+            };
+            if patch.apply(&mut device) {
+                device.updated_at = now;
+                write_device(&tx, &device)?;
+                tx.commit()?;
+                changes.fetch_add(1, Ordering::Release);
+            }
+            Ok(Some(device))
+        })
+        .await
     }
 
     async fn delete_device(&self, scope: &Scope, id: Uuid) -> StoreResult<bool> {
@@ -130,4 +142,35 @@ impl DeviceStore for SqliteStore {
     fn device_changes(&self) -> u64 {
         self.device_changes.load(Ordering::Acquire)
     }
+}
+
+/// Writes `device` whole, over the record with its id if there is one.
+fn write_device(tx: &rusqlite::Transaction<'_>, device: &Device) -> rusqlite::Result<()> {
+    let channels = device.rules.channels.as_ref().map(to_json).transpose()?;
+    let rules = to_json(&device.rules)?;
+    let (environment, kind, p256dh, auth) = target_columns(&device.target);
+    tx.execute(
+        &format!(
+            "INSERT OR REPLACE INTO devices ({DEVICE_COLUMNS}) \
+             VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"
+        ),
+        params![
+            device.id.to_string(),
+            device.scope.org,
+            device.scope.project,
+            device.target.address(),
+            environment,
+            device.name,
+            channels,
+            device.active,
+            device.deactivated_reason,
+            ts(&device.created_at),
+            ts(&device.updated_at),
+            kind,
+            p256dh,
+            auth,
+            rules,
+        ],
+    )?;
+    Ok(())
 }

@@ -33,7 +33,7 @@ pub(super) const UNSETTLED: &str = "notification_state IN ('pending', 'queued')"
 static INSERT_EVENT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "INSERT INTO events ({EVENT_COLUMNS}) \
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17) \
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18) \
          ON CONFLICT (id) DO NOTHING"
     )
 });
@@ -203,6 +203,7 @@ fn insert_in(
         e.request_id,
         e.notification_due_at.as_ref().map(ms),
         e.priority.as_str(),
+        e.alert_key,
     ])?;
     if inserted == 0 {
         let existing = c

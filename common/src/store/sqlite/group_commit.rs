@@ -384,6 +384,7 @@ pub(super) mod tests {
             request_id: None,
             notification_due_at: None,
             priority: Default::default(),
+            alert_key: None,
         }
     }
 

@@ -210,6 +210,14 @@ DROP INDEX events_by_relay;
 CREATE INDEX events_by_relay ON events (notification_state, id)
     WHERE notification_state IN ('pending', 'queued');
 "#,
+    // Alert rules (issue 31): a device's rules but its channels, as JSON;
+    // NULL (every device stored before them) lets every alert through.
+    r#"
+ALTER TABLE devices ADD COLUMN rules TEXT;
+ALTER TABLE deliveries ADD COLUMN reason TEXT;
+ALTER TABLE deliveries ADD COLUMN summary_id TEXT;
+ALTER TABLE events ADD COLUMN alert_key TEXT;
+"#,
 ];
 
 /// Applies the migrations this database has not run yet, each in its own
