@@ -95,6 +95,40 @@ async fn a_device_gets_each_event_once_with_one_cached_token(kind: StoreKind) {
     app.stop().await;
 }
 
+/// `alertKey`: FCM gets the same `collapse_key` and Android tag for two
+/// events of the project with the same key, and the key in the data.
+async fn an_alert_key_is_the_collapse_key_and_tag(kind: StoreKind) {
+    let service = FcmService::start().await;
+    let app = app_with(kind, &service, |_| {}).await;
+    let (key, _) = app.new_key().await;
+    let token = "fcm-token:APA91b-collapsing";
+    assert_eq!(register(&app, &key, token).await.status, 201);
+    for title in ["Deploy 42 started", "Deploy 42 succeeded"] {
+        let body = json!({ "channelName": "deploys", "title": title, "alertKey": "deploy-42" });
+        let id = app.record_event(&key, &body).await;
+        app.settled(&key, &id, "delivered").await;
+    }
+    let plain = event(&app, &key, "normal").await;
+    app.settled(&key, &plain, "delivered").await;
+    assert!(service.faults().is_empty(), "{:?}", service.faults());
+    let received = service.received(token);
+    assert_eq!(received.len(), 3, "{received:?}");
+    let android = |i: usize| received[i].message["android"].clone();
+    let collapse = android(0)["collapse_key"].clone();
+    assert!(collapse.is_string());
+    assert_eq!(android(1)["collapse_key"], collapse);
+    assert_eq!(android(1)["notification"]["tag"], collapse);
+    assert_eq!(received[1].message["data"]["alertKey"], "deploy-42");
+    assert_eq!(received[1].message["data"]["thread"], "deploys");
+    assert_eq!(
+        android(2)["collapse_key"],
+        plain.as_str(),
+        "no key: the event's own"
+    );
+    assert_eq!(android(2)["notification"]["tag"], plain.as_str());
+    app.stop().await;
+}
+
 async fn unregistered_deactivates_and_invalid_argument_rejects(kind: StoreKind) {
     let service = FcmService::start().await;
     let app = app_with(kind, &service, |_| {}).await;
@@ -195,6 +229,7 @@ async fn a_401_refreshes_the_token_once(kind: StoreKind) {
 }
 
 for_each_store!(
+    an_alert_key_is_the_collapse_key_and_tag,
     a_device_gets_each_event_once_with_one_cached_token,
     unregistered_deactivates_and_invalid_argument_rejects,
     a_503_is_retried_no_sooner_than_retry_after,

@@ -407,14 +407,124 @@ async fn the_priority_reaches_web_push_and_apns(kind: StoreKind) {
             .find(|p| p.alert.event_id.to_string() == id)
             .expect("the iPhone's push");
         assert_eq!(push.alert.priority, Priority::parse(priority).expect("p"));
-        let (payload, apns_priority) =
-            notifier::push::apns::render(&push.alert, "com.example.tocsin").expect("renders");
+        let notifier::push::apns::Rendered {
+            payload,
+            priority: apns_priority,
+            ..
+        } = notifier::push::apns::render(&push.alert, "com.example.tocsin").expect("renders");
         assert_eq!(payload["aps"]["interruption-level"], level, "{payload}");
         assert_eq!(payload["aps"]["sound"].as_str(), sound, "{payload}");
         assert_eq!(payload["aps"]["alert"]["title"], "💸 Payment failed");
         let expected = if priority == "low" { "5" } else { "10" };
         assert_eq!(apns_priority, expected);
     }
+    assert!(service.faults().is_empty(), "{:?}", service.faults());
+    app.stop().await;
+}
+
+/// `alertKey`: two events of the project with the same key reach the push
+/// service with the same `Topic` and the browser with the same notification
+/// `tag`, and Apple with the same `apns-collapse-id`; an event without one
+/// collapses on its own id; the channel is the APNs `thread-id`.
+async fn an_alert_key_replaces_the_earlier_alert_on_web_push_and_apns(kind: StoreKind) {
+    let service = PushService::start().await;
+    let apns = Arc::new(RecordingProvider::default());
+    let app = spawn(
+        kind,
+        &service,
+        |_| {},
+        Some(Arc::clone(&apns) as Arc<dyn PushProvider>),
+    )
+    .await;
+    let (key, _) = app.new_key().await;
+    let subscription = service.subscribe();
+    let endpoint = subscription["endpoint"]
+        .as_str()
+        .expect("endpoint")
+        .to_owned();
+    assert_eq!(register(&app, &key, &subscription).await.status, 201);
+    let iphone = "cd".repeat(32);
+    let device = json!({ "token": iphone, "environment": "sandbox" });
+    assert_eq!(app.post("/v1/devices", &key, &device).await.status(), 201);
+
+    let mut ids = Vec::new();
+    for (title, alert_key) in [
+        ("Deploy 42 started", Some("deploy-42")),
+        ("Deploy 42 succeeded", Some("deploy-42")),
+        ("Disk full", None),
+    ] {
+        let mut body = json!({ "channelName": "deploys", "title": title });
+        if let Some(alert_key) = alert_key {
+            body["alertKey"] = json!(alert_key);
+        }
+        let reply = Reply::of(app.post_event(&key, &body).await).await;
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        assert_eq!(reply.body["data"]["alertKey"], json!(alert_key));
+        let id = reply.body["data"]["id"].as_str().expect("id").to_owned();
+        let event = app.settled(&key, &id, "delivered").await;
+        assert_eq!(
+            event["alertKey"],
+            json!(alert_key),
+            "returned with the event"
+        );
+        ids.push(id);
+    }
+    let received = service.received(&endpoint);
+    let message = |id: &str| {
+        received
+            .iter()
+            .find(|m| m.payload["eventId"] == id)
+            .expect("the browser got the event")
+            .clone()
+    };
+    let (started, succeeded, disk) = (message(&ids[0]), message(&ids[1]), message(&ids[2]));
+    assert_eq!(started.topic, succeeded.topic, "the same Topic");
+    assert_eq!(
+        started.payload["tag"], succeeded.payload["tag"],
+        "the same tag"
+    );
+    assert_eq!(succeeded.payload["alertKey"], "deploy-42");
+    assert_eq!(succeeded.payload["thread"], "deploys");
+    assert_ne!(disk.topic, started.topic);
+    assert_eq!(
+        disk.payload["tag"],
+        ids[2].as_str(),
+        "no key: the event's own tag"
+    );
+    assert_eq!(disk.payload["alertKey"], Value::Null);
+    let topic_of_key = started.topic.clone();
+
+    let rendered = |id: &str| {
+        let push = apns
+            .delivered_to(&iphone)
+            .into_iter()
+            .find(|p| p.alert.event_id.to_string() == id)
+            .expect("the iPhone's push");
+        notifier::push::apns::render(&push.alert, "com.example.tocsin").expect("renders")
+    };
+    let (started, succeeded, disk) = (rendered(&ids[0]), rendered(&ids[1]), rendered(&ids[2]));
+    assert!(started.collapse_id.is_some());
+    assert_eq!(
+        started.collapse_id, succeeded.collapse_id,
+        "the same apns-collapse-id"
+    );
+    assert_eq!(disk.collapse_id.as_deref(), Some(ids[2].as_str()));
+    assert_eq!(succeeded.payload["alertKey"], "deploy-42");
+    assert_eq!(succeeded.payload["aps"]["thread-id"], "deploys");
+
+    // Another project's event with the same key replaces nothing of this one's.
+    let (other, _) = app.new_key().await;
+    assert_eq!(register(&app, &other, &subscription).await.status, 201);
+    let body =
+        json!({ "channelName": "deploys", "title": "Deploy 42 started", "alertKey": "deploy-42" });
+    let id = app.record_event(&other, &body).await;
+    app.settled(&other, &id, "delivered").await;
+    let received = service.received(&endpoint);
+    let theirs = received
+        .iter()
+        .find(|m| m.payload["eventId"] == id.as_str())
+        .expect("delivered");
+    assert_ne!(theirs.topic, topic_of_key);
     assert!(service.faults().is_empty(), "{:?}", service.faults());
     app.stop().await;
 }
@@ -435,5 +545,6 @@ for_each_store!(
     endpoints_are_checked_again_at_send,
     fcm_devices_are_stored_listed_and_logged,
     the_priority_reaches_web_push_and_apns,
+    an_alert_key_replaces_the_earlier_alert_on_web_push_and_apns,
     the_webpush_key_is_404_when_not_configured,
 );

@@ -70,14 +70,7 @@ impl Deliverer {
         let push = Push {
             device_id: device.id,
             target: device.target.clone(),
-            alert: Alert {
-                title: event.title.clone(),
-                body: event.description.clone(),
-                icon: event.icon.clone(),
-                channel: event.channel_name.clone(),
-                event_id: event.id,
-                priority: event.priority,
-            },
+            alert: Alert::of(event),
         };
         let provider = self.provider.provider_for(&push);
         let started = std::time::Instant::now();

@@ -132,6 +132,8 @@ mod tests {
                 channel: "payments".into(),
                 event_id: Uuid::from_u128(0x0195_1234_5678_7abc_8def_0123_4567_89ab),
                 priority: Default::default(),
+                alert_key: None,
+                collapse_id: Uuid::nil().to_string(),
             },
         }
     }

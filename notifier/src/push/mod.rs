@@ -16,6 +16,9 @@ pub mod webpush;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
+use common::store::{Event, Scope};
+use sha2::{Digest as _, Sha256};
 use uuid::Uuid;
 
 pub use common::store::{ApnsEnvironment, DeviceKind, Priority, PushTarget, WebPushSubscription};
@@ -33,9 +36,27 @@ pub struct Alert {
     pub event_id: Uuid,
     /// How insistently it alerts; each provider maps it to its own terms.
     pub priority: Priority,
+    /// The event's `alertKey`, carried in the payload for the app.
+    pub alert_key: Option<String>,
+    /// What the device replaces a notification by ([`collapse_id`]).
+    pub collapse_id: String,
 }
 
 impl Alert {
+    /// The alert of `event`.
+    pub fn of(event: &Event) -> Self {
+        Self {
+            title: event.title.clone(),
+            body: event.description.clone(),
+            icon: event.icon.clone(),
+            channel: event.channel_name.clone(),
+            event_id: event.id,
+            priority: event.priority,
+            alert_key: event.alert_key.clone(),
+            collapse_id: collapse_id(&event.scope, event.id, event.alert_key.as_deref()),
+        }
+    }
+
     /// The title shown: the icon, a space, the title.
     pub fn display_title(&self) -> String {
         match self.icon.as_deref().filter(|icon| !icon.is_empty()) {
@@ -47,6 +68,30 @@ impl Alert {
             _ => self.title.clone(),
         }
     }
+}
+
+/// What a device replaces a notification by (APNs `apns-collapse-id`, Web
+/// Push `Topic` and notification tag, FCM `collapse_key` and Android tag):
+/// the event's id, so a push sent twice (a retaken lease) shows once; or,
+/// for an event with an `alertKey`, a digest of its project and key, so a
+/// later event of the project with the same key replaces it and another
+/// project's (a device registered in two) does not. The digest is `k` and
+/// 31 base64url characters: within APNs' 64 bytes and Web Push's 32
+/// characters, and the same for every provider.
+pub fn collapse_id(scope: &Scope, event_id: Uuid, alert_key: Option<&str>) -> String {
+    let Some(key) = alert_key else {
+        return event_id.to_string();
+    };
+    let digest = Sha256::new()
+        .chain_update(scope.org.as_bytes())
+        .chain_update([0])
+        .chain_update(scope.project.as_bytes())
+        .chain_update([0])
+        .chain_update(key.as_bytes())
+        .finalize();
+    let mut id = String::from("k");
+    id.push_str(&URL_SAFE_NO_PAD.encode(digest)[..31]);
+    id
 }
 
 /// `render(body)` at most `max` bytes long: the body is cut (at a character
@@ -81,10 +126,45 @@ pub(crate) fn fit_body(
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_collapse_id_is_the_event_or_the_projects_key() {
+        let (shop, blog) = (Scope::new("acme", "shop"), Scope::new("acme", "blog"));
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        assert_eq!(collapse_id(&shop, a, None), a.to_string());
+        let keyed = collapse_id(&shop, a, Some("deploy-42"));
+        assert_eq!(
+            keyed,
+            collapse_id(&shop, b, Some("deploy-42")),
+            "per key, not per event"
+        );
+        assert_ne!(
+            keyed,
+            collapse_id(&blog, a, Some("deploy-42")),
+            "per project"
+        );
+        assert_ne!(keyed, collapse_id(&shop, a, Some("deploy-43")));
+        // Within APNs' 64 bytes and Web Push's Topic: 32 base64url characters.
+        assert_eq!(keyed.len(), 32);
+        assert!(
+            keyed
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+        );
+        let long = "é".repeat(64);
+        assert_eq!(collapse_id(&shop, a, Some(&long)).len(), 32);
+    }
+}
+
 /// The alert the providers' unit tests render: every field set.
 #[cfg(test)]
 pub(crate) fn sample_alert(body: Option<String>, priority: Priority) -> Alert {
     Alert {
+        alert_key: None,
+        collapse_id: Uuid::nil().to_string(),
         title: "Payment failed".into(),
         body,
         icon: Some("💸".into()),

@@ -34,13 +34,16 @@ pub(super) fn config() -> ApnsConfig {
 }
 
 pub(super) fn alert() -> Alert {
+    let event_id = Uuid::from_u128(0x0195_1234_5678_7abc_8def_0123_4567_89ab);
     Alert {
         title: "Payment failed".into(),
         body: Some("Card declined for order 1234".into()),
         icon: Some("💸".into()),
         channel: "payments".into(),
-        event_id: Uuid::from_u128(0x0195_1234_5678_7abc_8def_0123_4567_89ab),
+        event_id,
         priority: Default::default(),
+        alert_key: None,
+        collapse_id: event_id.to_string(),
     }
 }
 

@@ -1,7 +1,7 @@
 //! How loud an APNs alert is: the event's priority as an interruption
 //! level, a sound and an `apns-priority` ([`Loudness`]), and the payload
-//! that carries the interruption level, which a2 0.10 does not model
-//! ([`LeveledPayload`]).
+//! that carries the interruption level and the thread id, which a2 0.10
+//! does not model ([`LeveledPayload`]).
 
 use std::collections::BTreeMap;
 
@@ -66,6 +66,9 @@ pub(super) struct LeveledAps<'a> {
     pub(super) base: APS<'a>,
     #[serde(rename = "interruption-level")]
     pub(super) interruption_level: &'static str,
+    /// Which group of Notification Center the alert joins (its channel).
+    #[serde(rename = "thread-id")]
+    pub(super) thread_id: &'a str,
 }
 
 impl PayloadLike for LeveledPayload<'_> {

@@ -46,6 +46,9 @@ pub(super) struct ApnsMessage {
     channel: String,
     event_id: String,
     icon: Option<String>,
+    alert_key: Option<String>,
+    /// `apns-collapse-id`: the event's id or its alert key's digest.
+    collapse_id: String,
     topic: String,
     /// Unix seconds after which APNs stops trying to deliver.
     expiration: u64,
@@ -69,6 +72,8 @@ impl ApnsMessage {
             channel: alert.channel.clone(),
             event_id: alert.event_id.to_string(),
             icon: alert.icon.clone(),
+            alert_key: alert.alert_key.clone(),
+            collapse_id: alert.collapse_id.clone(),
             topic: topic.to_owned(),
             expiration: since_epoch.saturating_add(EXPIRY).as_secs(),
             loudness: Loudness::of(alert.priority),
@@ -125,8 +130,9 @@ impl ApnsMessage {
             apns_topic: Some(&self.topic),
             // A job redelivered after a crash pushes again; with the same
             // collapse id the device replaces the first alert instead of
-            // showing two.
-            apns_collapse_id: Some(CollapseId::new(&self.event_id)?),
+            // showing two. An event with an alert key replaces the alert
+            // of the project's earlier events with that key.
+            apns_collapse_id: Some(CollapseId::new(&self.collapse_id)?),
         };
         let mut builder = DefaultNotificationBuilder::new().set_title(&self.title);
         if let Some(body) = &self.body {
@@ -141,6 +147,9 @@ impl ApnsMessage {
         if let Some(icon) = &self.icon {
             payload.add_custom_data("icon", icon)?;
         }
+        if let Some(alert_key) = &self.alert_key {
+            payload.add_custom_data("alertKey", alert_key)?;
+        }
         let Payload {
             options,
             device_token,
@@ -151,6 +160,8 @@ impl ApnsMessage {
             aps: LeveledAps {
                 base: aps,
                 interruption_level: self.loudness.interruption_level,
+                // Notification Center groups the alerts of a channel.
+                thread_id: &self.channel,
             },
             data,
             options,
@@ -255,6 +266,27 @@ mod tests {
         assert_eq!(value["aps"]["alert"]["title"], "Payment failed");
         assert!(value["aps"]["alert"].get("body").is_none(), "{value}");
         assert!(value.get("icon").is_none(), "{value}");
+    }
+
+    #[test]
+    fn an_alert_key_is_the_collapse_id_and_the_channel_the_thread() {
+        let scope = common::store::Scope::new("acme", "shop");
+        let alert = Alert {
+            alert_key: Some("deploy-42".into()),
+            collapse_id: crate::push::collapse_id(&scope, uuid::Uuid::nil(), Some("deploy-42")),
+            ..alert()
+        };
+        let message = ApnsMessage::from_alert(&alert, TOPIC, now()).expect("fits");
+        let payload = message.payload(DEVICE_TOKEN).expect("payload");
+        let collapse_id = payload
+            .get_options()
+            .apns_collapse_id
+            .as_ref()
+            .map(|id| id.value);
+        assert_eq!(collapse_id, Some(alert.collapse_id.as_str()));
+        let (_, value) = json(&message);
+        assert_eq!(value["alertKey"], "deploy-42");
+        assert_eq!(value["aps"]["thread-id"], "payments");
     }
 
     #[test]

@@ -17,17 +17,34 @@ use a2::request::payload::PayloadLike as _;
 
 pub use provider::{ApnsConfig, ApnsProvider};
 
-/// The JSON body and the `apns-priority` header the provider sends for
-/// `alert` to the app `topic`. a2 cannot be pointed at a local server, so
-/// this is how the end-to-end tests see what Apple would receive.
-pub fn render(alert: &super::Alert, topic: &str) -> anyhow::Result<(serde_json::Value, String)> {
+/// What Apple receives for one push.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    /// The JSON body.
+    pub payload: serde_json::Value,
+    /// `apns-priority`.
+    pub priority: String,
+    /// `apns-collapse-id`.
+    pub collapse_id: Option<String>,
+}
+
+/// The JSON body and the headers the provider sends for `alert` to the app
+/// `topic`. a2 cannot be pointed at a local server, so this is how the
+/// end-to-end tests see what Apple would receive.
+pub fn render(alert: &super::Alert, topic: &str) -> anyhow::Result<Rendered> {
     let message = message::ApnsMessage::from_alert(alert, topic, std::time::SystemTime::now())?;
     let payload = message.payload("")?;
-    let priority = payload
-        .get_options()
-        .apns_priority
-        .as_ref()
-        .map(ToString::to_string)
-        .unwrap_or_default();
-    Ok((serde_json::from_str(&payload.to_json_string()?)?, priority))
+    let options = payload.get_options();
+    Ok(Rendered {
+        priority: options
+            .apns_priority
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+        collapse_id: options
+            .apns_collapse_id
+            .as_ref()
+            .map(|id| id.value.to_owned()),
+        payload: serde_json::from_str(&payload.to_json_string()?)?,
+    })
 }

@@ -20,11 +20,15 @@ pub(super) fn body(token: &str, alert: &Alert) -> Vec<u8> {
     fit_body(alert.body.clone(), MAX_BYTES, |body| {
         let mut data = json!({
             "channel": alert.channel,
+            "thread": alert.channel,
             "eventId": event_id,
             "priority": alert.priority.as_str(),
         });
         if let Some(icon) = &alert.icon {
             data["icon"] = json!(icon);
+        }
+        if let Some(alert_key) = &alert.alert_key {
+            data["alertKey"] = json!(alert_key);
         }
         let mut notification = json!({ "title": title });
         if let Some(body) = body {
@@ -35,7 +39,7 @@ pub(super) fn body(token: &str, alert: &Alert) -> Vec<u8> {
                 "token": token,
                 "notification": notification,
                 "data": data,
-                "android": android(alert.priority, &event_id),
+                "android": android(alert.priority, &alert.collapse_id),
             }
         })
         .to_string()
@@ -48,16 +52,20 @@ pub(super) fn body(token: &str, alert: &Alert) -> Vec<u8> {
 /// it), and `low` differs by playing no sound and by a low notification
 /// priority. Android 8+ takes sound and importance from the app's
 /// notification channel, so an app that wants the three to differ there
-/// creates a channel per priority (`data.priority` says which). The tag is
-/// the event id: a push repeated after a crash replaces the first.
-fn android(priority: Priority, event_id: &str) -> Value {
+/// creates a channel per priority (`data.priority` says which). The tag and
+/// the collapse key are the collapse id (`crate::push::collapse_id`): a
+/// push repeated after a crash replaces the first, and an alert with a key
+/// replaces the project's earlier ones with that key. Android has no
+/// thread in FCM's notification; `data.thread` names the channel for an
+/// app that groups its notifications.
+fn android(priority: Priority, collapse_id: &str) -> Value {
     let (delivery, shown, sound) = match priority {
         Priority::Low => ("normal", "PRIORITY_LOW", false),
         Priority::Normal => ("normal", "PRIORITY_DEFAULT", true),
         Priority::High => ("high", "PRIORITY_HIGH", true),
     };
     let mut notification = json!({
-        "tag": event_id,
+        "tag": collapse_id,
         "notification_priority": shown,
         "default_sound": sound,
     });
@@ -67,7 +75,7 @@ fn android(priority: Priority, event_id: &str) -> Value {
     json!({
         "priority": delivery,
         "ttl": TTL,
-        "collapse_key": event_id,
+        "collapse_key": collapse_id,
         "notification": notification,
     })
 }
@@ -103,6 +111,20 @@ mod tests {
         for value in m["data"].as_object().expect("data").values() {
             assert!(value.is_string(), "{value}");
         }
+    }
+
+    #[test]
+    fn an_alert_key_is_the_collapse_key_and_the_tag() {
+        let keyed = Alert {
+            alert_key: Some("deploy-42".into()),
+            collapse_id: "kAbc".into(),
+            ..alert(Priority::Normal, None)
+        };
+        let m = json(&body("tok", &keyed))["message"].clone();
+        assert_eq!(m["android"]["collapse_key"], "kAbc");
+        assert_eq!(m["android"]["notification"]["tag"], "kAbc");
+        assert_eq!(m["data"]["alertKey"], "deploy-42");
+        assert_eq!(m["data"]["thread"], "payments");
     }
 
     #[test]

@@ -74,7 +74,9 @@ impl WebPushProvider {
 }
 
 /// What the page's service worker receives: the title with the icon, the
-/// body, the channel and the event's id.
+/// body, the channel (the `thread` it groups by), the event's id, its
+/// alert key, and the `tag` the notification is shown under, so an alert
+/// with the same tag replaces it.
 fn payload(alert: &Alert) -> Vec<u8> {
     let title = alert.display_title();
     fit_body(alert.body.clone(), MAX_PLAINTEXT, |body| {
@@ -82,7 +84,10 @@ fn payload(alert: &Alert) -> Vec<u8> {
             "title": title,
             "body": body,
             "channel": alert.channel,
+            "thread": alert.channel,
             "eventId": alert.event_id,
+            "alertKey": alert.alert_key,
+            "tag": alert.collapse_id,
         })
         .to_string()
         .into_bytes()
@@ -99,10 +104,16 @@ fn urgency(priority: Priority) -> &'static str {
     }
 }
 
-/// RFC 8030 `Topic`: at most 32 base64url characters; one per event, so a
-/// push sent again (a retry whose first try did arrive) replaces the one
-/// still waiting instead of showing twice.
+/// RFC 8030 `Topic`: at most 32 base64url characters, so a push waiting
+/// at the push service is replaced by a later one with the same topic. The
+/// collapse id of an alert with a key is already of that form (the
+/// project's later alerts with the key replace it); the event id is not,
+/// and is hashed to it (a push sent again, a retry whose first try did
+/// arrive, replaces the one still waiting instead of showing twice).
 fn topic(alert: &Alert) -> String {
+    if alert.alert_key.is_some() {
+        return alert.collapse_id.clone();
+    }
     let digest = Sha256::digest(alert.event_id.as_bytes());
     URL_SAFE_NO_PAD.encode(&digest[..24])
 }
@@ -172,6 +183,30 @@ mod tests {
         assert!(bytes.len() <= MAX_PLAINTEXT, "{}", bytes.len());
         let json: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
         assert!(json["body"].as_str().expect("body").ends_with('…'));
+    }
+
+    #[test]
+    fn an_alert_key_is_the_topic_and_the_tag() {
+        let keyed = Alert {
+            alert_key: Some("deploy-42".into()),
+            collapse_id: crate::push::collapse_id(
+                &common::store::Scope::new("acme", "shop"),
+                uuid::Uuid::nil(),
+                Some("deploy-42"),
+            ),
+            ..alert(None)
+        };
+        assert_eq!(topic(&keyed), keyed.collapse_id);
+        let json: serde_json::Value = serde_json::from_slice(&payload(&keyed)).expect("json");
+        assert_eq!(json["tag"], keyed.collapse_id.as_str());
+        assert_eq!(json["alertKey"], "deploy-42");
+        assert_eq!(json["thread"], "payments");
+        let plain = alert(None);
+        assert_ne!(
+            topic(&plain),
+            plain.collapse_id,
+            "an event id is hashed to fit"
+        );
     }
 
     #[test]
