@@ -15,6 +15,22 @@ pub enum Job {
     /// Push an event to the devices of its project.
     #[serde(rename = "notify.v1")]
     NotifyV1(NotifyJob),
+    /// Send the summary of what a device's rules held back (the relay
+    /// publishes it once the window has ended).
+    #[serde(rename = "summary.v1")]
+    SummaryV1(SummaryJob),
+}
+
+/// Send one summary (or digest) to its device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SummaryJob {
+    pub summary_id: Uuid,
+    pub scope: Scope,
+    pub device_id: Uuid,
+    /// 0 for the first try; each retry of a failed push adds one.
+    #[serde(default)]
+    pub attempt: u32,
 }
 
 /// Push one event to its project's active devices.
@@ -64,9 +80,26 @@ impl Job {
     /// The first job of a stored event: its id, scope, request and priority.
     pub fn for_event(event: &Event) -> Self {
         let mut job = Self::notify(event.id, event.scope.clone(), event.request_id.clone());
-        let Self::NotifyV1(notify) = &mut job;
-        notify.priority = event.priority;
+        if let Self::NotifyV1(notify) = &mut job {
+            notify.priority = event.priority;
+        }
         job
+    }
+
+    /// Its type, as tagged.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::NotifyV1(_) => "notify.v1",
+            Self::SummaryV1(_) => "summary.v1",
+        }
+    }
+
+    /// What the job is about: the event, or the summary.
+    pub fn subject(&self) -> Uuid {
+        match self {
+            Self::NotifyV1(notify) => notify.event_id,
+            Self::SummaryV1(summary) => summary.summary_id,
+        }
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
@@ -102,7 +135,9 @@ mod tests {
     #[test]
     fn the_priority_travels_and_jobs_from_before_it_decode_as_normal() {
         let mut job = Job::notify(Uuid::nil(), Scope::new("o", "p"), None);
-        let Job::NotifyV1(notify) = &mut job;
+        let Job::NotifyV1(notify) = &mut job else {
+            unreachable!("a notify job")
+        };
         notify.priority = Priority::High;
         let json: serde_json::Value = serde_json::from_slice(&job.to_bytes()).expect("JSON");
         assert_eq!(json["priority"], "high");
@@ -112,7 +147,9 @@ mod tests {
             r#"{{"type":"notify.v1","eventId":"{}","scope":{{"org":"o","project":"p"}},"requestId":null,"attempt":2}}"#,
             Uuid::nil()
         );
-        let Job::NotifyV1(old) = Job::from_bytes(old.as_bytes()).expect("an old job decodes");
+        let Ok(Job::NotifyV1(old)) = Job::from_bytes(old.as_bytes()) else {
+            panic!("an old job decodes")
+        };
         assert_eq!(old.priority, Priority::Normal);
         assert_eq!(old.attempt, 2);
 

@@ -14,12 +14,18 @@
 //! to an hour), so an outage of every notifier does not flood the queue.
 //! Duplicate jobs are harmless: the notifier claims each (event, device)
 //! delivery once.
+//!
+//! The relay also publishes the job of each summary of held alerts once
+//! its window has ended (the end of a device's quiet hours, or of its
+//! burst window), and again every `requeue_after` until the notifier
+//! marks it done: a summary lives in the store, not in a delayed message,
+//! so it goes out whichever process dies, in either mode.
 
 use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
 use common::{
-    jobs::Job,
+    jobs::{Job, SummaryJob},
     queue::JobQueue,
     store::{Event, NotificationState, Store},
 };
@@ -211,11 +217,70 @@ impl Outbox {
         }
     }
 
+    /// Publishes the job of every summary whose window ended by `ended_by`
+    /// and whose job is due by `due_before`, page after page, and pushes
+    /// its next look `requeue_after` out: a summary is looked at until its
+    /// push is done, whoever dies meanwhile. Returns how many were
+    /// published.
+    pub async fn relay_summaries(
+        &self,
+        ended_by: DateTime<Utc>,
+        due_before: DateTime<Utc>,
+    ) -> usize {
+        let mut published = 0;
+        let mut cursor = None;
+        loop {
+            let page = match self
+                .store
+                .summaries_due(ended_by, due_before, cursor, RELAY_PAGE)
+                .await
+            {
+                Ok(page) => page,
+                Err(e) => {
+                    tracing::warn!(error = %e, "outbox relay cannot read the summaries");
+                    break;
+                }
+            };
+            for summary in &page {
+                let job = Job::SummaryV1(SummaryJob {
+                    summary_id: summary.id,
+                    scope: summary.scope.clone(),
+                    device_id: summary.device_id,
+                    attempt: 0,
+                });
+                if let Err(e) = self.queue.publish(&job).await {
+                    tracing::warn!(summaryId = %summary.id, error = %common::telemetry::chain(&e), "summary job not published; the relay will retry");
+                    return published;
+                }
+                let next = after(common::time::now(), self.times.requeue_after);
+                if let Err(e) = self
+                    .store
+                    .set_summary_recheck(&summary.scope, summary.id, next)
+                    .await
+                {
+                    tracing::warn!(summaryId = %summary.id, error = %e, "could not push the summary's next look out");
+                }
+                published += 1;
+            }
+            match page.last() {
+                Some(last) if page.len() == RELAY_PAGE as usize => cursor = Some(last.id),
+                _ => break,
+            }
+        }
+        if published > 0 {
+            tracing::info!(published, "outbox relay published summary jobs");
+        }
+        published
+    }
+
     /// Publishes every job a previous run of this process may have left
     /// unpublished or lost (the embedded mode's in-process queue keeps
-    /// nothing across a restart): every unsettled event, due or not.
+    /// nothing across a restart): every unsettled event, due or not, and
+    /// every summary whose window ended and that is not done.
     pub async fn recover(&self) -> usize {
+        let now = common::time::now();
         self.relay(&UNSETTLED, DateTime::<Utc>::MAX_UTC).await
+            + self.relay_summaries(now, DateTime::<Utc>::MAX_UTC).await
     }
 
     /// Publishes every `pending` job, whatever its age, until none is left or
@@ -235,7 +300,9 @@ impl Outbox {
         loop {
             tokio::select! {
                 _ = tick.tick() => {
-                    self.relay(&UNSETTLED, common::time::now()).await;
+                    let now = common::time::now();
+                    self.relay(&UNSETTLED, now).await;
+                    self.relay_summaries(now, now).await;
                 }
                 _ = stop.changed() => {
                     self.flush().await;

@@ -12,9 +12,10 @@ use std::{num::NonZeroUsize, sync::Arc, time::Duration};
 use common::{
     jobs::{Job, NotifyJob},
     queue::{JobQueue, QueueError},
+    rules::HoldReason,
     store::{
-        Delivery, DeliveryClaim, DeliveryState, Device, Event, NotificationState, Scope, Store,
-        StoreError,
+        Admission, Delivery, DeliveryClaim, DeliveryState, Device, Event, Holding,
+        NotificationState, Scope, Store, StoreError,
         lease::{ClaimKey, ClaimRequest},
     },
     time::Clock,
@@ -23,15 +24,16 @@ use futures::{StreamExt as _, stream};
 use tokio::sync::Semaphore;
 
 mod one_push;
+mod summary;
 mod verdict;
 
-use self::one_push::Sent;
+use self::one_push::{Sent, Subject};
 use self::verdict::Verdict;
 use crate::{
     batch::Batcher,
     devices::DeviceCache,
     metrics::{NotifierMetrics, RetryLabels},
-    push::PushProvider,
+    push::{Alert, PushProvider},
     retry::{self, RetryPolicy},
 };
 
@@ -198,9 +200,14 @@ impl Deliverer {
         let retry_delay = self.retry.push_backoff(job.attempt + 1);
         // Collected first: a lazily mapped stream of borrowing futures trips
         // the compiler's Send inference for spawned tasks.
+        let subject = Subject {
+            scope: &event.scope,
+            id: event.id,
+            alert: Alert::of(&event),
+        };
         let sends: Vec<_> = devices
             .iter()
-            .map(|device| self.send_one(&event, device, retry_delay))
+            .map(|device| self.send_one(&subject, device, retry_delay))
             .collect();
         let results: Vec<Result<Sent, DeliverError>> = stream::iter(sends)
             // The in-flight limit bounds the sends; this only bounds how
@@ -213,7 +220,7 @@ impl Deliverer {
         let mut gave_up = false;
         for result in results {
             match result? {
-                Sent::Final => {}
+                Sent::Delivered | Sent::Final => {}
                 Sent::Retry(device, delay) => {
                     retry.push(device);
                     retry_delay = retry_delay.max(delay);
@@ -256,11 +263,12 @@ impl Deliverer {
     }
 
     /// The active devices of the job that get the push now. On a job's
-    /// first pass each device's rules are applied, and what they filter is
-    /// recorded as its delivery's outcome; a device whose delivery already
-    /// has a record (this job was redelivered) goes to the claim, which
-    /// answers by that record: the first decision stands. A later pass
-    /// (`job.devices`) is for devices already decided to get it.
+    /// first pass each device's rules are applied ([`verdict`]), and what
+    /// they filter or hold is recorded as its delivery's outcome. A device
+    /// whose delivery already has a record (this job was redelivered) goes
+    /// to the claim, which answers by that record: the first decision
+    /// stands, and no alert is held twice. A later pass (`job.devices`) is
+    /// for devices already decided to get it.
     async fn sort_out<'a>(
         &self,
         event: &Event,
@@ -272,22 +280,63 @@ impl Deliverer {
             return Ok(active.filter(|d| only.contains(&d.id)).collect());
         }
         let now = self.clock.now();
+        // Holding and counting toward a burst are not idempotent by the
+        // record alone: when a device of the event may be held, what an
+        // earlier pass decided is read first (one read per such event).
+        let decided: Vec<uuid::Uuid> = if active
+            .clone()
+            .any(|d| d.rules.quiet_hours.is_some() || d.rules.burst.is_some())
+        {
+            let earlier = self.store.list_deliveries(&event.scope, event.id).await?;
+            earlier.iter().map(|d| d.device_id).collect()
+        } else {
+            Vec::new()
+        };
         let mut send = Vec::new();
-        let mut filtered = Vec::new();
+        let mut withheld = Vec::new();
         for device in active {
-            match verdict::verdict(device, event) {
-                Verdict::Send => send.push(device),
-                Verdict::Filtered(reason) => filtered.push((device, reason)),
+            if decided.contains(&device.id) {
+                send.push(device);
+                continue;
+            }
+            let held = match verdict::verdict(device, event, now) {
+                Verdict::Send => None,
+                Verdict::Filtered(reason) => {
+                    withheld.push((device, DeliveryState::Filtered(reason)));
+                    continue;
+                }
+                Verdict::Quiet { ends } => Some((HoldReason::QuietHours, ends)),
+                Verdict::Burst(burst) => match self
+                    .store
+                    .admit_alert(&event.scope, device.id, &burst, now)
+                    .await?
+                {
+                    Admission::Admitted => None,
+                    Admission::Over { window_ends } => Some((HoldReason::Burst, window_ends)),
+                },
+            };
+            let Some((reason, due)) = held else {
+                send.push(device);
+                continue;
+            };
+            match self
+                .store
+                .hold_alert(&event.scope, device.id, reason, due, event.id)
+                .await?
+            {
+                Holding::Held { .. } => withheld.push((device, DeliveryState::Held(reason))),
+                // Its summary is already going out: this alert goes now.
+                Holding::Closed => send.push(device),
             }
         }
-        let records = filtered.iter().map(|(device, reason)| {
-            let record = verdict::withheld(event, device, DeliveryState::Filtered(*reason), now);
+        let records = withheld.iter().map(|(device, state)| {
+            let record = verdict::withheld(event, device, *state, now);
             self.withheld.call((event.scope.clone(), record))
         });
         let written = futures::future::try_join_all(records).await?;
-        for ((device, reason), written) in filtered.into_iter().zip(written) {
+        for ((device, state), written) in withheld.into_iter().zip(written) {
             if written {
-                self.metrics.count_withheld(DeliveryState::Filtered(reason));
+                self.metrics.count_withheld(state);
             } else {
                 send.push(device);
             }

@@ -42,6 +42,13 @@ pub struct WithheldLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SummaryLabels {
+    /// `quietHours` (a summary at the end of quiet hours) or `burst` (a
+    /// digest at the end of a burst window).
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DeadLetterLabels {
     /// `gave_up`: deliveries failed after the last retry; `poison`: the job
     /// failed the same way (not an outage) past the retry limit;
@@ -63,6 +70,8 @@ pub struct NotifierMetrics {
     pub push_duration: Latency<ProviderLabels>,
     /// Alerts the devices' rules kept from a device, by state and reason.
     pub withheld: Family<WithheldLabels, Counter>,
+    /// Summaries and digests the push service took, by reason.
+    pub summaries: Family<SummaryLabels, Counter>,
 }
 
 impl NotifierMetrics {
@@ -75,6 +84,7 @@ impl NotifierMetrics {
             possible_repeats: Counter::default(),
             push_duration: latency(),
             withheld: Family::default(),
+            summaries: Family::default(),
         };
         // Every known series exists from the start, at zero, so a fresh
         // install shows the whole set and rate() has a starting point.
@@ -95,6 +105,12 @@ impl NotifierMetrics {
         }
         for reason in HoldReason::ALL {
             metrics.count_withheld_by(DeliveryState::Held(reason), 0);
+            metrics
+                .summaries
+                .get_or_create(&SummaryLabels {
+                    reason: reason.as_str(),
+                })
+                .inc_by(0);
         }
         for reason in ["gave_up", "poison", "unreadable"] {
             metrics
@@ -135,6 +151,12 @@ impl NotifierMetrics {
              the end of a burst window)",
             metrics.withheld.clone(),
         );
+        registry.register(
+            "notifier_summaries_sent",
+            "Pushes summarising held alerts that the push service took: a summary at the end \
+             of quiet hours (quietHours) or a digest at the end of a burst window (burst)",
+            metrics.summaries.clone(),
+        );
         registry.register_with_unit(
             "notifier_push_duration",
             "Time the push provider (APNs) took to answer one push",
@@ -146,6 +168,15 @@ impl NotifierMetrics {
 }
 
 impl NotifierMetrics {
+    /// Counts one summary or digest sent.
+    pub fn count_summary(&self, reason: HoldReason) {
+        self.summaries
+            .get_or_create(&SummaryLabels {
+                reason: reason.as_str(),
+            })
+            .inc();
+    }
+
     /// Counts one alert kept from a device (`state` is filtered or held).
     pub fn count_withheld(&self, state: DeliveryState) {
         self.count_withheld_by(state, 1);

@@ -9,7 +9,7 @@
 use std::{num::NonZeroUsize, sync::Arc};
 
 use common::{
-    jobs::{Job, NotifyJob},
+    jobs::{Job, NotifyJob, SummaryJob},
     queue::{JobConsumer, Received},
     store::NotificationState,
     telemetry::chain,
@@ -83,6 +83,10 @@ async fn process(deliverer: &Deliverer, received: Received) {
     metrics.jobs_consumed.inc();
     let job = match job {
         Ok(Job::NotifyV1(job)) => job,
+        Ok(Job::SummaryV1(job)) => {
+            summarize(deliverer, job, redelivered, acker).await;
+            return;
+        }
         Err(e) => {
             tracing::error!(reason = %chain(&e), "unreadable job; dead-lettering it");
             dead_lettered(deliverer, "unreadable");
@@ -111,6 +115,50 @@ async fn process(deliverer: &Deliverer, received: Received) {
                 Failed::GiveBack => acker.requeue().await,
                 Failed::Poison => acker.dead_letter().await,
             },
+        };
+        if let Err(e) = settled {
+            tracing::warn!(error = %chain(&e), "could not settle the job message; it will be redelivered");
+        }
+    }
+    .instrument(span)
+    .await;
+}
+
+/// Processes one summary job and settles its message. A failure of ours
+/// (the store or the queue) is tried again after the retry policy's
+/// delay; should scheduling that fail too, the message goes back to the
+/// queue. The relay publishes the job again anyway while the summary is
+/// not done, so a summary outlives any number of failures.
+async fn summarize(
+    deliverer: &Deliverer,
+    job: SummaryJob,
+    redelivered: bool,
+    acker: Box<dyn common::queue::Acknowledge>,
+) {
+    let span = tracing::info_span!(
+        "summary",
+        summaryId = %job.summary_id,
+        deviceId = %job.device_id,
+        attempt = job.attempt,
+        redelivered,
+    );
+    async {
+        let settled = match deliverer.summarize(&job).await {
+            Ok(JobOutcome::Done) => acker.ack().await,
+            Ok(JobOutcome::DeadLetter) => {
+                tracing::warn!("the summary's push gave up after the last retry");
+                dead_lettered(deliverer, "gave_up");
+                acker.dead_letter().await
+            }
+            Err(e) => {
+                tracing::warn!(error = %chain(&e), "summary failed; it will be retried");
+                let again = Job::SummaryV1(job.clone());
+                let delay = deliverer.retry.error_delay(1);
+                match deliverer.queue.publish_delayed(&again, delay).await {
+                    Ok(()) => acker.ack().await,
+                    Err(_) => acker.requeue().await,
+                }
+            }
         };
         if let Err(e) = settled {
             tracing::warn!(error = %chain(&e), "could not settle the job message; it will be redelivered");

@@ -16,6 +16,7 @@ mod errors;
 mod events;
 mod fcm;
 mod group_commit;
+mod held;
 mod idempotency;
 mod identify;
 mod key_cache;

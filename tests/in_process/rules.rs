@@ -167,6 +167,11 @@ async fn bad_rules_get_400_with_their_paths_and_change_nothing(kind: StoreKind) 
     reply.assert_error_envelope(400);
     assert_eq!(reply.fault_paths(), vec![path(&["quietHours", "allow"])]);
 
+    // No tag at all would let nothing through.
+    let reply = patch(&app, &key, id, json!({ "tags": [] })).await;
+    reply.assert_error_envelope(400);
+    assert_eq!(reply.fault_paths(), vec![path(&["tags"])]);
+
     // Past the schema: a zone the database does not know, and a window of
     // no length.
     for (quiet, at, words) in [

@@ -44,12 +44,15 @@ MODELS = {
     "DeviceList": "DeviceList",
     "DeletedDevice": "DeviceDeleted",
     "WebPushKey": "WebPushKey",
+    "QuietHoursOut": "QuietHours",
+    "BurstRule": "BurstRule",
 }
 
 #: String enums and their public names (others keep the schema's name).
 ENUMS = {
     "NotificationStateOut": "NotificationState",
     "DeliveryStateOut": "DeliveryState",
+    "DeliveryReasonOut": "DeliveryReason",
     "EventPriority": "EventPriority",
     "Environment": "DeviceEnvironment",
     "DeviceKindOut": "DeviceKind",
@@ -58,9 +61,13 @@ ENUMS = {
 
 #: Objects a caller passes inside a request, as TypedDicts in the API's names
 #: (a Web Push subscription is passed as the browser's toJSON() gives it).
+#: A shape that a result also has (quiet hours, a burst rule) is named with
+#: openai-python's `Param` suffix here, beside the dataclass of the plain name.
 INPUTS = {
     "WebPushSubscriptionIn": "WebPushSubscription",
     "WebPushKeys": "WebPushKeys",
+    "QuietHoursIn": "QuietHoursParam",
+    "BurstRule": "BurstRuleParam",
 }
 
 #: Keys that say something about a schema without constraining it.

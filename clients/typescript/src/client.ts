@@ -138,7 +138,7 @@ export interface MessageStream extends AsyncIterable<SseMessage> {
  * without it still serves a call of any response type.
  */
 export interface RequestSpec<T = any> {
-  method: "GET" | "POST" | "DELETE";
+  method: "GET" | "POST" | "PATCH" | "DELETE";
   /** Path below the base URL, starting with `/`. */
   path: string;
   /** Sent as JSON. */
@@ -261,7 +261,7 @@ function applyHeaders(headers: Record<string, string>, extra: RequestHeaders | u
 export class Tocsin {
   /** `POST /v1/events`, `GET /v1/events`, `GET /v1/events/{id}`, `GET /v1/stream`. */
   readonly events: Events;
-  /** `POST /v1/devices`, `GET /v1/devices`, `DELETE /v1/devices/{id}`. */
+  /** `POST /v1/devices`, `GET /v1/devices`, `PATCH /v1/devices/{id}`, `DELETE /v1/devices/{id}`. */
   readonly devices: Devices;
   /** `GET /v1/channels`. */
   readonly channels: Channels;

@@ -15,6 +15,8 @@ import type {
   EventCreateParams,
   IdentifyParams,
   Identity,
+  QuietHours,
+  QuietHoursParams,
   TocsinEvent,
 } from "./types.js";
 
@@ -37,6 +39,7 @@ export function offlineEvent(params: EventCreateParams, now: Date = new Date()):
     notify: params.notify ?? true,
     source: params.source ?? null,
     priority: params.priority ?? "normal",
+    alertKey: params.alertKey ?? null,
     createdAt: now.toISOString(),
     notification: { state: "skipped" },
   };
@@ -54,7 +57,7 @@ export function offlineIdentity(params: IdentifyParams, now: Date = new Date()):
   };
 }
 
-/** The device `devices.register` would have created. */
+/** The device `devices.register` would have created, its rules' defaults filled in. */
 export function offlineDevice(params: DeviceRegisterParams, now: Date = new Date()): Device {
   const at = now.toISOString();
   const target =
@@ -68,11 +71,20 @@ export function offlineDevice(params: DeviceRegisterParams, now: Date = new Date
     ...target,
     name: params.name ?? null,
     channels: params.channels ?? null,
+    tags: params.tags ?? null,
+    minPriority: params.minPriority ?? "low",
+    quietHours: params.quietHours === undefined ? null : offlineQuietHours(params.quietHours),
+    burst: params.burst ?? null,
     active: true,
     deactivatedReason: null,
     createdAt: at,
     updatedAt: at,
   };
+}
+
+/** Quiet hours as the service stores them: `allowPriority` is `"high"` when left out; `null` (nothing gets through) is kept. */
+function offlineQuietHours({ start, end, timeZone, allowPriority }: QuietHoursParams): QuietHours {
+  return { start, end, timeZone, allowPriority: allowPriority === undefined ? "high" : allowPriority };
 }
 
 /** What a lookup by id throws: a project that records nothing has nothing to find. */

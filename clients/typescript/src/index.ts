@@ -51,13 +51,16 @@ export type { Users } from "./resources/users.js";
 export type { Stats } from "./resources/stats.js";
 export type { Instant } from "./resources/query.js";
 export type {
+  BurstRule,
   Channel,
   ChannelList,
+  DeliveryReason,
   Device,
   DeviceDeleted,
   DeviceEnvironment,
   DeviceList,
   DeviceRegisterParams,
+  DeviceUpdateParams,
   ApnsDeviceRegisterParams,
   WebPushDeviceRegisterParams,
   FcmDeviceRegisterParams,
@@ -76,7 +79,10 @@ export type {
   JsonValue,
   Notification,
   NotificationDelivery,
+  NotificationDeliveryState,
   NotificationState,
+  QuietHours,
+  QuietHoursParams,
   StatsBucket,
   StatsBucketSize,
   SuccessEnvelope,

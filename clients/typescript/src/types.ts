@@ -83,10 +83,29 @@ export type NotificationState = Schemas["NotificationStateOut"];
  */
 export type EventPriority = Schemas["EventPriority"];
 
+/**
+ * Where the push of an event to one device stands (schema `DeliveryStateOut`):
+ * `"sending"`, `"retrying"`, `"delivered"`, `"failed"`, or, when the device's
+ * rules kept it back, `"filtered"` (never sent) or `"held"` (waits for a
+ * quiet-hours summary or a burst digest).
+ */
+export type NotificationDeliveryState = Schemas["DeliveryStateOut"];
+
+/**
+ * Which of the device's rules filtered or held a delivery (schema
+ * `DeliveryReasonOut`): `"channel"`, `"tag"`, `"priority"`, `"quietHours"`
+ * or `"burst"`.
+ */
+export type DeliveryReason = Schemas["DeliveryReasonOut"];
+
 type DeliveryOutSchema = Schemas["DeliveryOut"];
 
 /** The push of an event to one device (schema `DeliveryOut`). */
-export interface NotificationDelivery extends DeliveryOutSchema {}
+export interface NotificationDelivery extends DeliveryOutSchema {
+  state: NotificationDeliveryState;
+  /** Why it was filtered or held; null in the other states. */
+  reason: DeliveryReason | null;
+}
 
 type NotificationOutSchema = Schemas["NotificationOut"];
 
@@ -117,12 +136,60 @@ export type FcmDeviceRegisterParams = Schemas["FcmDeviceIn"];
 /** Body of `POST /v1/devices`, one of the kinds (schema `DeviceIn`). */
 export type DeviceRegisterParams = Schemas["DeviceIn"];
 
+type BurstRuleSchema = Schemas["BurstRule"];
+
+/**
+ * A burst limit (schema `BurstRule`): at most `max` alerts (1–1000) reach the
+ * device within `perMinutes` (1–1440); the ones past `max` are held for one
+ * digest push when the window ends.
+ */
+export interface BurstRule extends BurstRuleSchema {}
+
+type QuietHoursInSchema = Schemas["QuietHoursIn"];
+
+/**
+ * Quiet hours to set (schema `QuietHoursIn`): a daily window, `start` to
+ * `end` (`"HH:MM"`, across midnight when `end` is earlier), in the IANA
+ * `timeZone`, during which alerts below `allowPriority` are held for one
+ * summary push at the end. `allowPriority` is `"high"` when left out;
+ * `null` lets nothing through.
+ */
+export interface QuietHoursParams extends QuietHoursInSchema {
+  allowPriority?: EventPriority | null;
+}
+
+type QuietHoursOutSchema = Schemas["QuietHoursOut"];
+
+/** Quiet hours as a device has them (schema `QuietHoursOut`); `allowPriority` is always present. */
+export interface QuietHours extends QuietHoursOutSchema {
+  allowPriority: EventPriority | null;
+}
+
 type DeviceOutSchema = Schemas["DeviceOut"];
 
-/** A device registered to receive push notifications (schema `DeviceOut`). */
+/**
+ * A device registered to receive push notifications (schema `DeviceOut`),
+ * with its alert rules; every rule is shown, defaults included.
+ */
 export interface Device extends DeviceOutSchema {
   kind: DeviceKind;
   environment: DeviceEnvironment | null;
+  minPriority: EventPriority;
+  quietHours: QuietHours | null;
+  burst: BurstRule | null;
+}
+
+type DevicePatchInSchema = Schemas["DevicePatchIn"];
+
+/**
+ * Body of `PATCH /v1/devices/{id}` (schema `DevicePatchIn`): the fields to
+ * change. A field left out (or `undefined`) stays as it is; `null` clears it
+ * (a cleared `minPriority` is `"low"`).
+ */
+export interface DeviceUpdateParams extends DevicePatchInSchema {
+  minPriority?: EventPriority | null;
+  quietHours?: QuietHoursParams | null;
+  burst?: BurstRule | null;
 }
 
 type DeviceListSchema = Schemas["DeviceList"];

@@ -27,6 +27,7 @@ mod model;
 pub mod mongo;
 mod settle;
 pub mod sqlite;
+mod summary;
 pub mod tenancy;
 
 use std::{sync::Arc, time::Duration};
@@ -48,6 +49,7 @@ pub use self::model::{
     NotificationState, Priority, Purged, Scope, StoredResponse,
 };
 pub use self::settle::settled_state;
+pub use self::summary::{Admission, Holding, Summary, SummaryState};
 pub use self::tenancy::{NameTaken, Organization, Project};
 
 /// Why a store call failed. Callers map `Unavailable` to 503 and everything
@@ -89,6 +91,7 @@ pub trait Store:
     + TenancyStore
     + DeviceStore
     + IdentityStore
+    + SummaryStore
     + Send
     + Sync
     + 'static
@@ -106,7 +109,7 @@ pub trait Store:
 pub mod prelude {
     pub use super::{
         AdminStore, DeliveryStore, DeviceStore, EventStore, HistoryStore, IdempotencyStore,
-        IdentityStore, KeyStore, Store, TenancyStore,
+        IdentityStore, KeyStore, Store, SummaryStore, TenancyStore,
     };
 }
 
@@ -438,6 +441,64 @@ pub trait IdentityStore: Send + Sync {
         aliases: Vec<String>,
         now: DateTime<Utc>,
     ) -> StoreResult<Identity>;
+}
+
+/// What devices' rules held back: burst windows, and the summaries held
+/// alerts go out in (the rule is [`summary`]'s).
+///
+/// Each backend implements it in its `summaries` module.
+#[async_trait]
+pub trait SummaryStore: Send + Sync {
+    /// Counts an alert to `device_id` against its burst limit: admitted
+    /// while fewer than `max` alerts reached it in the window, which opens
+    /// with the first alert after the last one closed and lasts
+    /// `per_minutes`; past that, [`Admission::Over`] with when the window
+    /// ends. Atomic per device.
+    async fn admit_alert(
+        &self,
+        scope: &Scope,
+        device_id: Uuid,
+        burst: &crate::rules::Burst,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Admission>;
+    /// Holds `event_id` for the summary of `device_id`'s window of
+    /// `reason` ending at `due_at`, making the summary if it is the first:
+    /// [`Holding::Held`] if the summary is open, or already holds the
+    /// event; [`Holding::Closed`] if it is going out without it.
+    async fn hold_alert(
+        &self,
+        scope: &Scope,
+        device_id: Uuid,
+        reason: crate::rules::HoldReason,
+        due_at: DateTime<Utc>,
+        event_id: Uuid,
+    ) -> StoreResult<Holding>;
+    /// Summaries of every scope not yet done whose window ended by
+    /// `ended_by` and whose job is due by `due_before` (their job was not
+    /// published, or was published before `set_summary_recheck`'s time),
+    /// with ids after `after`, in id order: the relay's work list, read
+    /// page by page.
+    async fn summaries_due(
+        &self,
+        ended_by: DateTime<Utc>,
+        due_before: DateTime<Utc>,
+        after: Option<Uuid>,
+        limit: u32,
+    ) -> StoreResult<Vec<Summary>>;
+    /// When the relay should publish the summary's job again if it is not
+    /// done by then.
+    async fn set_summary_recheck(
+        &self,
+        scope: &Scope,
+        id: Uuid,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()>;
+    /// Closes an open summary (no alert joins it after this) and returns
+    /// it as it stands: closed, or already done; `None` if there is none.
+    async fn close_summary(&self, scope: &Scope, id: Uuid) -> StoreResult<Option<Summary>>;
+    /// Marks a summary done; when it was `sent`, with its id on the held
+    /// deliveries of its events to its device (the push they went out in).
+    async fn finish_summary(&self, summary: &Summary, sent: bool) -> StoreResult<()>;
 }
 
 /// Where the data lives, chosen from configuration.

@@ -56,9 +56,9 @@ macro_rules! device_in {
             #[oai(validator(max_items = 50, min_length = 1, max_length = 100))]
             pub channels: Option<Vec<String>>,
             /// Only events carrying one of these tags are pushed; absent
-            /// means any event, tagged or not. At most 20, each 1 to 64
+            /// means any event, tagged or not. 1 to 20, each 1 to 64
             /// characters.
-            #[oai(validator(max_items = 20, min_length = 1, max_length = 64))]
+            #[oai(validator(min_items = 1, max_items = 20, min_length = 1, max_length = 64))]
             pub tags: Option<Vec<String>>,
             /// Only events of this priority or higher are pushed; `low`
             /// when absent.

@@ -178,9 +178,10 @@ pub struct DevicePatchIn {
     /// each 1 to 100 characters.
     #[oai(validator(max_items = 50, min_length = 1, max_length = 100))]
     pub channels: Change<Vec<String>>,
-    /// Only events carrying one of these tags; null for any event. At most
-    /// 20, each 1 to 64 characters.
-    #[oai(validator(max_items = 20, min_length = 1, max_length = 64))]
+    /// Only events carrying one of these tags; null for any event. 1 to
+    /// 20, each 1 to 64 characters (no tag at all would let nothing
+    /// through).
+    #[oai(validator(min_items = 1, max_items = 20, min_length = 1, max_length = 64))]
     pub tags: Change<Vec<String>>,
     /// Only events of this priority or higher; null resets it to `low`.
     pub min_priority: Change<EventPriority>,

@@ -6,9 +6,10 @@
 use serde_json::{Map, Value, json};
 
 /// The client method that wraps each operation, by operation id, and its
-/// argument when that is neither the request body nor the path's id. An
-/// operation the client does not wrap is shown with `tocsin.request`.
-const METHODS: [(&str, &str, Option<&str>); 11] = [
+/// argument when that is neither the request body nor the path's id (or
+/// both, id first). An operation the client does not wrap is shown with
+/// `tocsin.request`.
+const METHODS: [(&str, &str, Option<&str>); 12] = [
     ("createEvent", "events.create", None),
     ("getEvent", "events.get", None),
     (
@@ -27,14 +28,15 @@ const METHODS: [(&str, &str, Option<&str>); 11] = [
     ("getUser", "users.get", Some(r#""user_7""#)),
     ("registerDevice", "devices.register", None),
     ("listDevices", "devices.list", None),
+    ("updateDevice", "devices.update", None),
     ("deleteDevice", "devices.delete", None),
 ];
 
 /// The Python client's method for each operation, by operation id, and its
 /// arguments when they are neither the request body (as keyword arguments)
-/// nor the path's id. An operation it does not wrap is shown with
-/// `client.request`.
-const PYTHON_METHODS: [(&str, &str, Option<&str>); 12] = [
+/// nor the path's id (or both, id first). An operation it does not wrap is
+/// shown with `client.request`.
+const PYTHON_METHODS: [(&str, &str, Option<&str>); 13] = [
     ("createEvent", "events.create", None),
     ("getEvent", "events.get", None),
     (
@@ -60,6 +62,7 @@ const PYTHON_METHODS: [(&str, &str, Option<&str>); 12] = [
         )),
     ),
     ("listDevices", "devices.list", None),
+    ("updateDevice", "devices.update", None),
     ("deleteDevice", "devices.delete", None),
     ("getWebPushKey", "devices.webpush_key", None),
 ];
@@ -129,11 +132,15 @@ fn sample(method: &str, path: &str, op: &Map<String, Value>, body: Option<&Value
     let operation_id = op.get("operationId").and_then(Value::as_str);
     let call = match METHODS.iter().find(|(id, _, _)| Some(*id) == operation_id) {
         Some((_, method, argument)) => {
-            let argument = argument
-                .map(str::to_owned)
-                .or(body)
-                .or_else(|| path.contains('{').then(|| format!("{EXAMPLE_ID:?}")));
-            format!("{method}({})", argument.unwrap_or_default())
+            // A call on one resource that also sends a body takes both:
+            // `devices.update(id, changes)`.
+            let id = path.contains('{').then(|| format!("{EXAMPLE_ID:?}"));
+            let argument = match (*argument, id, body) {
+                (Some(argument), _, _) => argument.to_owned(),
+                (None, Some(id), Some(body)) => format!("{id}, {body}"),
+                (None, id, body) => id.or(body).unwrap_or_default(),
+            };
+            format!("{method}({argument})")
         }
         None => {
             let mut spec = format!(
@@ -167,11 +174,16 @@ fn python_sample(
         .find(|(id, _, _)| Some(*id) == operation_id)
     {
         Some((_, method, arguments)) => {
-            let arguments = arguments
-                .map(str::to_owned)
-                .or_else(|| body.map(python_keywords))
-                .or_else(|| path.contains('{').then(|| format!("{EXAMPLE_ID:?}")));
-            format!("{method}({})", arguments.unwrap_or_default())
+            // The id and the keyword arguments, each on a line of its own
+            // as `python_keywords` lays them out:
+            // `devices.update(\n    "…",\n    min_priority="normal",\n)`.
+            let id = path.contains('{').then(|| format!("{EXAMPLE_ID:?}"));
+            let arguments = match (*arguments, id, body.map(python_keywords)) {
+                (Some(arguments), _, _) => arguments.to_owned(),
+                (None, Some(id), Some(keywords)) => format!("\n    {id},{keywords}"),
+                (None, id, keywords) => id.or(keywords).unwrap_or_default(),
+            };
+            format!("{method}({arguments})")
         }
         None => {
             let mut arguments = format!(
@@ -295,6 +307,37 @@ mod tests {
             "{\n  channelName: \"payments\",\n  tags: [\"eu\", \"card\"],\n  \
              metadata: {\n    \"order-id\": 1042,\n  },\n  userId: null,\n}"
         );
+    }
+
+    #[test]
+    fn a_call_on_an_id_with_a_body_passes_the_id_then_the_body() {
+        let doc = json!({ "operationId": "updateDevice" });
+        let op = doc.as_object().expect("an operation");
+        let body = json!({ "tags": null, "minPriority": "high" });
+        assert_eq!(
+            sample("patch", "/v1/devices/{id}", op, Some(&body)),
+            format!(
+                "{SETUP}\nconst {{ data }} = await tocsin.devices.update({EXAMPLE_ID:?}, {{\n  \
+                 tags: null,\n  minPriority: \"high\",\n}});\n"
+            )
+        );
+        assert_eq!(
+            python_sample("patch", "/v1/devices/{id}", op, Some(&body)),
+            format!(
+                "{PYTHON_SETUP}\nresult = client.devices.update(\n    {EXAMPLE_ID:?},\n    \
+                 tags=None,\n    min_priority=\"high\",\n)\nprint(result.data)\n"
+            )
+        );
+    }
+
+    #[test]
+    fn a_call_on_an_id_alone_passes_the_id() {
+        let doc = json!({ "operationId": "deleteDevice" });
+        let op = doc.as_object().expect("an operation");
+        let typescript = sample("delete", "/v1/devices/{id}", op, None);
+        let python = python_sample("delete", "/v1/devices/{id}", op, None);
+        assert!(typescript.ends_with(&format!(" tocsin.devices.delete({EXAMPLE_ID:?});\n")));
+        assert!(python.contains(&format!(" client.devices.delete({EXAMPLE_ID:?})\n")));
     }
 
     #[test]

@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use common::store::{Delivery, DeliveryClaim, DeliveryState, Device, Event, lease::ClaimKey};
+use common::store::{Delivery, DeliveryClaim, DeliveryState, Device, Scope, lease::ClaimKey};
+use uuid::Uuid;
 
 use super::{DeliverError, Deliverer};
 use crate::{
@@ -16,9 +17,19 @@ use crate::{
     retry::classify,
 };
 
+/// What a push is of: an event, or a summary of held ones. Its delivery
+/// is claimed under `(id, device)`.
+pub(super) struct Subject<'a> {
+    pub scope: &'a Scope,
+    pub id: Uuid,
+    pub alert: Alert,
+}
+
 /// How one delivery went, for the job.
 pub(super) enum Sent {
-    /// Nothing more to do for it.
+    /// The push service took it: nothing more to do.
+    Delivered,
+    /// Nothing more to do for it (refused, gone, or settled already).
     Final,
     /// Failed transiently: try again after this delay (the job's backoff,
     /// or longer when the push service asked for it).
@@ -31,21 +42,22 @@ pub(super) enum Sent {
 }
 
 impl Deliverer {
-    /// Claims, sends and records the push of `event` to `device`.
+    /// Claims, sends and records the push of `subject` to `device`.
     pub(super) async fn send_one(
         &self,
-        event: &Event,
+        subject: &Subject<'_>,
         device: &Device,
         retry_delay: Duration,
     ) -> Result<Sent, DeliverError> {
+        let scope = subject.scope;
         // A push holds its in-flight permit from its claim to its answer,
         // so the lease never runs while it waits for one.
         let permit = self.in_flight.acquire().await;
         let claim = self
             .claims
             .call(ClaimKey {
-                scope: event.scope.clone(),
-                event_id: event.id,
+                scope: scope.clone(),
+                event_id: subject.id,
                 device_id: device.id,
             })
             .await?;
@@ -70,7 +82,7 @@ impl Deliverer {
         let push = Push {
             device_id: device.id,
             target: device.target.clone(),
-            alert: Alert::of(event),
+            alert: subject.alert.clone(),
         };
         let provider = self.provider.provider_for(&push);
         let started = std::time::Instant::now();
@@ -82,7 +94,7 @@ impl Deliverer {
             .observe(started.elapsed().as_secs_f64());
         let now = self.clock.now();
         let mut record = Delivery {
-            event_id: event.id,
+            event_id: subject.id,
             device_id: device.id,
             state: DeliveryState::Failed,
             attempts: attempt,
@@ -105,11 +117,11 @@ impl Deliverer {
             PushOutcome::Delivered { apns_id } => {
                 record.state = DeliveryState::Delivered;
                 record.apns_id = apns_id;
-                Sent::Final
+                Sent::Delivered
             }
             PushOutcome::DeviceGone { reason } => {
                 self.store
-                    .deactivate_device(&event.scope, device.id, &reason, now)
+                    .deactivate_device(scope, device.id, &reason, now)
                     .await?;
                 tracing::info!(deviceId = %device.id, %reason, "device deactivated");
                 record.error = Some(reason);
@@ -142,7 +154,7 @@ impl Deliverer {
             latency_ms = started.elapsed().as_secs_f64() * 1000.0,
             "push attempted"
         );
-        if !self.finishes.call((event.scope.clone(), record)).await? {
+        if !self.finishes.call((scope.clone(), record)).await? {
             // Our lease ran out mid-send and another worker took the
             // delivery over: its outcome is the one that counts.
             tracing::warn!(

@@ -134,6 +134,7 @@ mod tests {
                 priority: Default::default(),
                 alert_key: None,
                 collapse_id: Uuid::nil().to_string(),
+                summary: false,
             },
         }
     }

@@ -40,6 +40,10 @@ pub struct Alert {
     pub alert_key: Option<String>,
     /// What the device replaces a notification by ([`collapse_id`]).
     pub collapse_id: String,
+    /// It summarises alerts held back: `event_id` is the summary's id, and
+    /// the payloads say `summaryId` instead of `eventId`, so a tap opens
+    /// the channel rather than an event.
+    pub summary: bool,
 }
 
 impl Alert {
@@ -54,6 +58,7 @@ impl Alert {
             priority: event.priority,
             alert_key: event.alert_key.clone(),
             collapse_id: collapse_id(&event.scope, event.id, event.alert_key.as_deref()),
+            summary: false,
         }
     }
 
@@ -165,6 +170,7 @@ pub(crate) fn sample_alert(body: Option<String>, priority: Priority) -> Alert {
     Alert {
         alert_key: None,
         collapse_id: Uuid::nil().to_string(),
+        summary: false,
         title: "Payment failed".into(),
         body,
         icon: Some("💸".into()),

@@ -31,6 +31,7 @@ from ._rate_limit import RateLimit
 from ._request import CLIENT_ID
 from ._response import TocsinResponse
 from ._streaming import DEFAULT_IDLE_TIMEOUT, AsyncEventStream, EventStream
+from ._types import NOT_GIVEN, NotGiven
 from ._version import __version__
 
 __all__ = [
@@ -57,6 +58,8 @@ __all__ = [
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_IDLE_TIMEOUT",
     "CLIENT_ID",
+    "NOT_GIVEN",
+    "NotGiven",
     "__version__",
     "types",
 ]

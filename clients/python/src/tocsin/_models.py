@@ -16,9 +16,12 @@ from ._datetime import parse_datetime
 
 __all__ = [
     'ApnsKind',
+    'BurstRule',
+    'BurstRuleParam',
     'Channel',
     'ChannelList',
     'Delivery',
+    'DeliveryReason',
     'DeliveryState',
     'Device',
     'DeviceDeleted',
@@ -33,6 +36,8 @@ __all__ = [
     'Identity',
     'Notification',
     'NotificationState',
+    'QuietHours',
+    'QuietHoursParam',
     'StatsBucket',
     'StatsBucketSize',
     'WebPushKey',
@@ -44,8 +49,11 @@ __all__ = [
 #: `"apns"`: an iPhone app's APNs device token.
 ApnsKind = Literal["apns"]
 
+#: Why a delivery was filtered or held.
+DeliveryReason = Literal["channel", "tag", "priority", "quietHours", "burst"]
+
 #: Where the push of an event to one device stands.
-DeliveryState = Literal["sending", "retrying", "delivered", "failed"]
+DeliveryState = Literal["sending", "retrying", "delivered", "failed", "filtered", "held"]
 
 #: Which APNs environment the token belongs to.
 DeviceEnvironment = Literal["production", "sandbox"]
@@ -166,6 +174,15 @@ class Device:
     name: Optional[str]
     #: The channels it gets alerts from, or null for every channel.
     channels: Optional[List[str]]
+    #: It gets only events carrying one of these tags; null for any event.
+    tags: Optional[List[str]]
+    #: It gets only events of this priority or higher.
+    min_priority: EventPriority
+    #: When alerts are held for a summary; null for never.
+    quiet_hours: Optional[QuietHours]
+    #: How many alerts may come in a window before the rest wait for a
+    #: digest; null for no limit.
+    burst: Optional[BurstRule]
     #: False once its push service reported it gone; re-registering
     #: revives it.
     active: bool
@@ -184,10 +201,36 @@ class Device:
             endpoint=data["endpoint"],
             name=data["name"],
             channels=None if data["channels"] is None else list(data["channels"]),
+            tags=None if data["tags"] is None else list(data["tags"]),
+            min_priority=data["minPriority"],
+            quiet_hours=None if data["quietHours"] is None else QuietHours.from_json(data["quietHours"]),
+            burst=None if data["burst"] is None else BurstRule.from_json(data["burst"]),
             active=data["active"],
             deactivated_reason=data["deactivatedReason"],
             created_at=parse_datetime(data["createdAt"]),
             updated_at=parse_datetime(data["updatedAt"]),
+        )
+
+
+@dataclass(frozen=True)
+class BurstRule:
+    """A burst limit: at most `max` alerts reach the device within
+    `perMinutes`; the ones past `max` are held, and one digest push
+    summarises them when the window ends. Unknown fields are rejected.
+
+    (schema `BurstRule`)
+    """
+
+    #: Most alerts in a window: 1 to 1000.
+    max: int
+    #: How long a window lasts, in minutes: 1 to 1440.
+    per_minutes: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "BurstRule":
+        return cls(
+            max=data["max"],
+            per_minutes=data["perMinutes"],
         )
 
 
@@ -210,6 +253,8 @@ class Event:
     notify: bool
     source: Optional[str]
     priority: EventPriority
+    #: The key its push replaces earlier pushes of on the device, if any.
+    alert_key: Optional[str]
     #: When the event was recorded (RFC 3339, UTC).
     created_at: datetime
     #: Where the event's push notification stands.
@@ -229,6 +274,7 @@ class Event:
             notify=data["notify"],
             source=data["source"],
             priority=data["priority"],
+            alert_key=data["alertKey"],
             created_at=parse_datetime(data["createdAt"]),
             notification=Notification.from_json(data["notification"]),
         )
@@ -332,7 +378,8 @@ class Notification:
     """
 
     state: NotificationState
-    #: One entry per device the push was sent to (only in `GET /v1/events/{id}`).
+    #: One entry per device of the project the event concerned: sent,
+    #: filtered or held (only in `GET /v1/events/{id}`).
     deliveries: Optional[List[Delivery]] = None
 
     @classmethod
@@ -352,6 +399,11 @@ class Delivery:
 
     device_id: str
     state: DeliveryState
+    #: Why it was filtered or held; null in the other states.
+    reason: Optional[DeliveryReason]
+    #: A held delivery, once its summary or digest went out: the id of
+    #: that push. Null otherwise.
+    summary_id: Optional[str]
     #: Sends tried so far.
     attempts: int
     #: Why the last try failed.
@@ -366,10 +418,38 @@ class Delivery:
         return cls(
             device_id=data["deviceId"],
             state=data["state"],
+            reason=data["reason"],
+            summary_id=data["summaryId"],
             attempts=data["attempts"],
             error=data["error"],
             provider=data["provider"],
             updated_at=parse_datetime(data["updatedAt"]),
+        )
+
+
+@dataclass(frozen=True)
+class QuietHours:
+    """Quiet hours as a device has them.
+
+    (schema `QuietHoursOut`)
+    """
+
+    #: `HH:MM`.
+    start: str
+    #: `HH:MM`; before `start` when the window crosses midnight.
+    end: str
+    #: IANA time zone name.
+    time_zone: str
+    #: Alerts of this priority or higher go out at once; null: none do.
+    allow_priority: Optional[EventPriority]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "QuietHours":
+        return cls(
+            start=data["start"],
+            end=data["end"],
+            time_zone=data["timeZone"],
+            allow_priority=data["allowPriority"],
         )
 
 
@@ -389,6 +469,36 @@ class WebPushKey:
         return cls(
             public_key=data["publicKey"],
         )
+
+
+class _BurstRuleParamRequired(TypedDict):
+    max: int
+    perMinutes: int
+
+
+class BurstRuleParam(_BurstRuleParamRequired, total=True):
+    """A burst limit: at most `max` alerts reach the device within
+    `perMinutes`; the ones past `max` are held, and one digest push
+    summarises them when the window ends. Unknown fields are rejected.
+
+    (schema `BurstRule`, in the API's field names)
+    """
+
+
+class _QuietHoursParamRequired(TypedDict):
+    start: str
+    end: str
+    timeZone: str
+
+
+class QuietHoursParam(_QuietHoursParamRequired, total=False):
+    """Quiet hours: a daily window, on the device's own clock, during which
+    alerts below `allowPriority` are held; when it ends, the device gets one
+    summary push for everything held. Unknown fields are rejected.
+
+    (schema `QuietHoursIn`, in the API's field names)
+    """
+    allowPriority: Optional[EventPriority]
 
 
 class _WebPushSubscriptionRequired(TypedDict):
@@ -441,7 +551,7 @@ OPERATIONS: Dict[str, Operation] = {
         path='/v1/events',
         path_params=(),
         query={},
-        body={'channel_name': 'channelName', 'title': 'title', 'description': 'description', 'icon': 'icon', 'tags': 'tags', 'metadata': 'metadata', 'user_id': 'userId', 'notify': 'notify', 'source': 'source', 'priority': 'priority'},
+        body={'channel_name': 'channelName', 'title': 'title', 'description': 'description', 'icon': 'icon', 'tags': 'tags', 'metadata': 'metadata', 'user_id': 'userId', 'notify': 'notify', 'source': 'source', 'priority': 'priority', 'alert_key': 'alertKey'},
         required_body=('channel_name', 'title'),
         result='Event',
     ),
@@ -513,7 +623,7 @@ OPERATIONS: Dict[str, Operation] = {
         path='/v1/devices',
         path_params=(),
         query={},
-        body={'kind': 'kind', 'token': 'token', 'environment': 'environment', 'name': 'name', 'channels': 'channels', 'subscription': 'subscription'},
+        body={'kind': 'kind', 'token': 'token', 'environment': 'environment', 'name': 'name', 'channels': 'channels', 'tags': 'tags', 'min_priority': 'minPriority', 'quiet_hours': 'quietHours', 'burst': 'burst', 'subscription': 'subscription'},
         required_body=(),
         result='Device',
     ),
@@ -534,6 +644,15 @@ OPERATIONS: Dict[str, Operation] = {
         body={},
         required_body=(),
         result='WebPushKey',
+    ),
+    'updateDevice': Operation(
+        method='PATCH',
+        path='/v1/devices/{id}',
+        path_params=('id',),
+        query={},
+        body={'name': 'name', 'channels': 'channels', 'tags': 'tags', 'min_priority': 'minPriority', 'quiet_hours': 'quietHours', 'burst': 'burst'},
+        required_body=(),
+        result='Device',
     ),
     'deleteDevice': Operation(
         method='DELETE',

@@ -21,9 +21,12 @@ def call(
     path: Optional[Mapping[str, str]] = None,
     query: Optional[Mapping[str, Any]] = None,
     body: Optional[Mapping[str, Any]] = None,
+    none_clears: bool = False,
 ) -> CallSpec[T]:
     """The spec of one call of `operation_id`. `path` maps the API's path
-    parameter names to values; `query` and `body` are in Python names."""
+    parameter names to values; `query` and `body` are in Python names.
+    `none_clears`: the body's None values are sent as null (an update,
+    where null clears a field) instead of being left out."""
     operation = OPERATIONS[operation_id]
     url = operation.path
     for name in operation.path_params:
@@ -33,5 +36,7 @@ def call(
         path=url,
         cast=cast,
         query=wire_fields(operation.query, query) if query else None,
-        body=wire_fields(operation.body, body) if body is not None else None,
+        body=(
+            wire_fields(operation.body, body, none_clears=none_clears) if body is not None else None
+        ),
     )

@@ -16,6 +16,7 @@ import httpx
 
 from ._config import ClientConfig, Timeout, resolve_timeout
 from ._exceptions import TocsinError
+from ._types import NotGiven
 from ._version import __version__
 
 T = TypeVar("T")
@@ -67,15 +68,24 @@ def path_segment(value: str, name: str) -> str:
     return quote(value, safe="")
 
 
-def wire_fields(names: Mapping[str, str], values: Mapping[str, Any]) -> Dict[str, Any]:
+def wire_fields(
+    names: Mapping[str, str], values: Mapping[str, Any], *, none_clears: bool = False
+) -> Dict[str, Any]:
     """`values` (Python names) in the API's names, leaving out the ones that
-    are None: the service's defaults apply to a field that is absent.
-    `names` maps each Python name to its wire name; the generated module
-    holds them per operation, read from the OpenAPI document."""
+    were not given: NOT_GIVEN always, and None too unless `none_clears`.
+    For most calls the service's defaults apply to a field that is absent,
+    so None means "not given"; in an update None clears the field and is
+    sent as null. `names` maps each Python name to its wire name; the
+    generated module holds them per operation, read from the OpenAPI
+    document."""
     unknown = set(values) - set(names)
     if unknown:  # a bug in this package, not the caller's: say so loudly
         raise AssertionError(f"no wire name for {sorted(unknown)}")
-    return {names[key]: value for key, value in values.items() if value is not None}
+    return {
+        names[key]: value
+        for key, value in values.items()
+        if not isinstance(value, NotGiven) and (none_clears or value is not None)
+    }
 
 
 def _query_text(name: str, value: Union[str, int, bool, datetime]) -> str:

@@ -104,6 +104,23 @@ async def test_devices_create_list_delete_and_webpush_key(client: tocsin.AsyncTo
     assert (await client.devices.webpush_key()).data.public_key == VAPID_PUBLIC_KEY
 
 
+async def test_devices_update_changes_keeps_and_clears(client: tocsin.AsyncTocsin) -> None:
+    device = (await client.devices.create(token="d4" * 32, environment="sandbox", tags=["eu"], min_priority="normal")).data
+    try:
+        updated = (await client.devices.update(device.id, burst={"max": 2, "perMinutes": 1}, tags=None)).data
+        assert updated.burst is not None and (updated.burst.max, updated.burst.per_minutes) == (2, 1)
+        assert (updated.tags, updated.min_priority) == (None, "normal")
+        with pytest.raises(tocsin.ValidationError) as raised:
+            await client.devices.update(
+                device.id, quiet_hours={"start": "22:00", "end": "07:00", "timeZone": "Mars/Olympus"}
+            )
+        assert raised.value.details[0].path == ("quietHours", "timeZone")
+    finally:
+        await client.devices.delete(device.id)
+    with pytest.raises(tocsin.NotFoundError):
+        await client.devices.update(device.id, name="gone")
+
+
 async def test_errors_are_the_same_classes(ingest: Ingest, client: tocsin.AsyncTocsin) -> None:
     with pytest.raises(tocsin.ValidationError) as raised:
         await client.events.create(channel_name="c", title="")

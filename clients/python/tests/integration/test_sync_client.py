@@ -3,6 +3,8 @@ service really sends, idempotent replays and the live stream."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import threading
 import time
 import uuid
@@ -13,7 +15,7 @@ import httpx
 import pytest
 
 import tocsin
-from tocsin.types import Event
+from tocsin.types import BurstRule, Delivery, Device, Event, QuietHours, QuietHoursParam
 
 from .conftest import VAPID_PUBLIC_KEY, Ingest, free_port, ingest_binary
 
@@ -216,6 +218,86 @@ def test_devices_create_list_delete(client: tocsin.Tocsin) -> None:
     with pytest.raises(tocsin.NotFoundError):
         client.devices.delete(device.id)
     assert device.id not in {d.id for d in client.devices.list().data.devices}
+
+
+@pytest.fixture
+def ruled_device(client: tocsin.Tocsin) -> Any:
+    """A device registered with every alert rule, deleted afterwards (the
+    session's other tests push their events to every device left)."""
+    device = client.devices.create(
+        token="c3" * 32, environment="sandbox", name="IT rules", channels=["it-rules"], tags=["eu", "card"],
+        min_priority="normal", quiet_hours=QUIET_HOURS, burst={"max": 5, "perMinutes": 10},
+    ).data  # fmt: skip
+    yield device
+    with contextlib.suppress(tocsin.NotFoundError):
+        client.devices.delete(device.id)
+
+
+QUIET_HOURS: QuietHoursParam = {"start": "22:00", "end": "07:00", "timeZone": "Europe/Berlin"}
+
+
+def test_devices_create_stores_the_rules_and_list_shows_them(client: tocsin.Tocsin, ruled_device: Device) -> None:
+    assert (ruled_device.tags, ruled_device.min_priority) == (["eu", "card"], "normal")
+    assert ruled_device.quiet_hours == QuietHours("22:00", "07:00", "Europe/Berlin", allow_priority="high")
+    assert ruled_device.burst == BurstRule(max=5, per_minutes=10)
+    listed = [d for d in client.devices.list().data.devices if d.id == ruled_device.id]
+    assert listed == [ruled_device]
+
+    plain = client.devices.create(token="c4" * 32, environment="sandbox").data
+    client.devices.delete(plain.id)
+    assert (plain.tags, plain.min_priority, plain.quiet_hours, plain.burst) == (None, "low", None, None)
+
+
+def test_devices_update_changes_what_it_is_given_and_keeps_the_rest(
+    client: tocsin.Tocsin, ruled_device: Device
+) -> None:
+    result = client.devices.update(ruled_device.id, min_priority="high")
+    assert result.status_code == 200
+    updated = result.data
+    assert updated.min_priority == "high"
+    assert dataclasses.replace(updated, min_priority="normal", updated_at=ruled_device.updated_at) == ruled_device
+    assert [d for d in client.devices.list().data.devices if d.id == updated.id] == [updated], "stored, not only answered"
+
+
+def test_devices_update_with_none_clears_a_rule(client: tocsin.Tocsin, ruled_device: Device) -> None:
+    cleared = client.devices.update(ruled_device.id, tags=None, min_priority=None, quiet_hours=None, burst=None).data
+    assert (cleared.tags, cleared.min_priority, cleared.quiet_hours, cleared.burst) == (None, "low", None, None)
+    assert (cleared.name, cleared.channels) == ("IT rules", ["it-rules"]), "left out, so kept"
+    strict = client.devices.update(ruled_device.id, quiet_hours={**QUIET_HOURS, "allowPriority": None}).data
+    assert strict.quiet_hours is not None and strict.quiet_hours.allow_priority is None
+
+
+def test_an_event_below_a_devices_minimum_priority_is_filtered_for_it(
+    client: tocsin.Tocsin, ruled_device: Device
+) -> None:
+    client.devices.update(ruled_device.id, min_priority="high")
+    event = client.events.create(channel_name="it-rules", title="Quiet one", tags=["eu"], priority="low").data
+    deadline = time.monotonic() + 30
+    mine: List[Delivery] = []
+    while not mine and time.monotonic() < deadline:  # the notifier records it shortly after
+        deliveries = client.events.get(event.id).data.notification.deliveries or []
+        mine = [d for d in deliveries if d.device_id == ruled_device.id]
+        time.sleep(0.1)
+    assert mine, "the device's delivery was recorded"
+    (delivery,) = mine
+    assert (delivery.state, delivery.reason, delivery.summary_id, delivery.attempts) == ("filtered", "priority", None, 0)
+
+
+def test_devices_update_of_an_unknown_id_is_not_found_and_not_retried(ingest: Ingest, api_key: str) -> None:
+    sent: List[httpx.Request] = []
+    with httpx.Client(event_hooks={"request": [sent.append]}) as http:
+        client = tocsin.Tocsin(api_key, base_url=ingest.base_url, http_client=http)
+        with pytest.raises(tocsin.NotFoundError) as raised:
+            client.devices.update(str(uuid.uuid4()), min_priority="high")
+    assert raised.value.status == 404 and raised.value.request_id
+    assert [request.method for request in sent] == ["PATCH"]
+
+
+def test_devices_update_with_an_unknown_time_zone_names_the_field(client: tocsin.Tocsin, ruled_device: Device) -> None:
+    with pytest.raises(tocsin.ValidationError) as raised:
+        client.devices.update(ruled_device.id, name="Not applied", quiet_hours={**QUIET_HOURS, "timeZone": "Mars/Olympus"})
+    assert ("quietHours", "timeZone") in [detail.path for detail in raised.value.details]
+    assert [d for d in client.devices.list().data.devices if d.id == ruled_device.id] == [ruled_device], "nothing changed"
 
 
 def test_devices_webpush_key_serves_the_servers_vapid_key(client: tocsin.Tocsin) -> None:

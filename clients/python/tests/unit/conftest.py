@@ -70,11 +70,36 @@ def event_json(**overrides: Any) -> Dict[str, Any]:
         "notify": True,
         "source": None,
         "priority": "normal",
+        "alertKey": None,
         "createdAt": "2026-11-22T10:00:00.000+00:00",
         "notification": {"state": "queued"},
     }
     event.update(overrides)
     return event
+
+
+def device_json(**overrides: Any) -> Dict[str, Any]:
+    """A device as the service answers with it: an APNs token, its rules at
+    their defaults."""
+    device = {
+        "id": "0197a3c2-5f1e-7b8a-9c0d-1e2f3a4b5c6d",
+        "kind": "apns",
+        "token": "a1" * 32,
+        "environment": "sandbox",
+        "endpoint": None,
+        "name": None,
+        "channels": None,
+        "tags": None,
+        "minPriority": "low",
+        "quietHours": None,
+        "burst": None,
+        "active": True,
+        "deactivatedReason": None,
+        "createdAt": "2026-11-22T10:00:00.000+00:00",
+        "updatedAt": "2026-11-22T10:00:00.000+00:00",
+    }
+    device.update(overrides)
+    return device
 
 
 class Recorder:

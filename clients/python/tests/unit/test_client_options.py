@@ -10,7 +10,7 @@ import pytest
 
 import tocsin
 
-from .conftest import API_KEY, Recorder, envelope, error, event_json, make_async_client, make_client
+from .conftest import API_KEY, Recorder, device_json, envelope, error, event_json, make_async_client, make_client
 
 
 def test_the_key_and_base_url_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -254,11 +254,7 @@ async def test_the_async_request_returns_the_raw_data() -> None:
 
 
 def test_a_web_push_subscription_is_sent_as_the_browser_gave_it() -> None:
-    device = {
-        "id": "d1", "kind": "webpush", "token": None, "environment": None,
-        "endpoint": "https://push.example.com/abc", "name": None, "channels": None, "active": True,
-        "deactivatedReason": None, "createdAt": "2026-11-22T10:00:00Z", "updatedAt": "2026-11-22T10:00:00Z",
-    }  # fmt: skip
+    device = device_json(kind="webpush", token=None, environment=None, endpoint="https://push.example.com/abc")
     recorder = Recorder([envelope(device, 201)])
     subscription: tocsin.types.WebPushSubscription = {
         "endpoint": "https://push.example.com/abc",

@@ -29,6 +29,7 @@ METHODS: Dict[str, str] = {
     "eventStats": "stats.events",
     "registerDevice": "devices.create",
     "listDevices": "devices.list",
+    "updateDevice": "devices.update",
     "deleteDevice": "devices.delete",
     "getWebPushKey": "devices.webpush_key",
 }

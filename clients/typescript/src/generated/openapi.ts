@@ -245,7 +245,15 @@ export interface paths {
         delete: operations["deleteDevice"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change a device's rules
+         * @description Changes its name, channels, tags, minimum priority, quiet hours or
+         *     burst limit. A field left out is left as it is; `null` clears it.
+         *     A key reaches only its own project's devices.
+         *
+         *     Needs the `devices:write` scope.
+         */
+        patch: operations["updateDevice"];
         trace?: never;
     };
     "/healthz": {
@@ -563,7 +571,22 @@ export interface components {
          *       "name": "On-call iPhone",
          *       "channels": [
          *         "payments"
-         *       ]
+         *       ],
+         *       "tags": [
+         *         "eu",
+         *         "card"
+         *       ],
+         *       "minPriority": "normal",
+         *       "quietHours": {
+         *         "start": "22:00",
+         *         "end": "07:00",
+         *         "timeZone": "Europe/Berlin",
+         *         "allowPriority": "high"
+         *       },
+         *       "burst": {
+         *         "max": 5,
+         *         "perMinutes": 10
+         *       }
          *     }
          */
         ApnsDeviceIn: {
@@ -575,10 +598,32 @@ export interface components {
             /** @description A label to recognise the device by. */
             name?: string;
             /**
-             * @description Only events of these channels are pushed to the device; absent means
-             *     every channel. At most 50, each 1 to 100 characters.
+             * @description Only events of these channels are pushed to the device;
+             *     absent means every channel. At most 50, each 1 to 100
+             *     characters.
              */
             channels?: string[];
+            /**
+             * @description Only events carrying one of these tags are pushed; absent
+             *     means any event, tagged or not. At most 20, each 1 to 64
+             *     characters.
+             */
+            tags?: string[];
+            /**
+             * @description Only events of this priority or higher are pushed; `low`
+             *     when absent.
+             */
+            minPriority?: components["schemas"]["EventPriority"] & unknown;
+            /**
+             * @description When alerts are held for one summary at the end; none when
+             *     absent.
+             */
+            quietHours?: components["schemas"]["QuietHoursIn"] & unknown;
+            /**
+             * @description How many alerts may come in a window before the rest wait
+             *     for one digest; no limit when absent.
+             */
+            burst?: components["schemas"]["BurstRule"] & unknown;
         };
         /**
          * @description `"apns"`: an iPhone app's APNs device token.
@@ -634,6 +679,24 @@ export interface components {
             count: number;
         };
         /**
+         * BurstRule
+         * @description A burst limit: at most `max` alerts reach the device within
+         *     `perMinutes`; the ones past `max` are held, and one digest push
+         *     summarises them when the window ends. Unknown fields are rejected.
+         */
+        BurstRule: {
+            /**
+             * Format: uint32
+             * @description Most alerts in a window: 1 to 1000.
+             */
+            max: number;
+            /**
+             * Format: uint32
+             * @description How long a window lasts, in minutes: 1 to 1440.
+             */
+            perMinutes: number;
+        };
+        /**
          * ChannelList
          * @description Every channel of the project.
          */
@@ -675,6 +738,14 @@ export interface components {
             /** Format: uuid */
             deviceId: string;
             state: components["schemas"]["DeliveryStateOut"];
+            /** @description Why it was filtered or held; null in the other states. */
+            reason: components["schemas"]["DeliveryReasonOut"] | null;
+            /**
+             * Format: uuid
+             * @description A held delivery, once its summary or digest went out: the id of
+             *     that push. Null otherwise.
+             */
+            summaryId: string | null;
             /**
              * Format: uint32
              * @description Sends tried so far.
@@ -691,10 +762,15 @@ export interface components {
             updatedAt: string;
         };
         /**
+         * @description Why a delivery was filtered or held.
+         * @enum {string}
+         */
+        DeliveryReasonOut: "channel" | "tag" | "priority" | "quietHours" | "burst";
+        /**
          * @description Where the push of an event to one device stands.
          * @enum {string}
          */
-        DeliveryStateOut: "sending" | "retrying" | "delivered" | "failed";
+        DeliveryStateOut: "sending" | "retrying" | "delivered" | "failed" | "filtered" | "held";
         /**
          * @description A device to push alerts to, by `kind`: `apns` (the default), `webpush`
          *     or `fcm`.
@@ -705,7 +781,22 @@ export interface components {
          *       "name": "On-call iPhone",
          *       "channels": [
          *         "payments"
-         *       ]
+         *       ],
+         *       "tags": [
+         *         "eu",
+         *         "card"
+         *       ],
+         *       "minPriority": "normal",
+         *       "quietHours": {
+         *         "start": "22:00",
+         *         "end": "07:00",
+         *         "timeZone": "Europe/Berlin",
+         *         "allowPriority": "high"
+         *       },
+         *       "burst": {
+         *         "max": 5,
+         *         "perMinutes": 10
+         *       }
          *     }
          */
         DeviceIn: components["schemas"]["ApnsDeviceIn"] | components["schemas"]["WebPushDeviceIn"] | components["schemas"]["FcmDeviceIn"];
@@ -741,6 +832,17 @@ export interface components {
             name: string | null;
             /** @description The channels it gets alerts from, or null for every channel. */
             channels: string[] | null;
+            /** @description It gets only events carrying one of these tags; null for any event. */
+            tags: string[] | null;
+            /** @description It gets only events of this priority or higher. */
+            minPriority: components["schemas"]["EventPriority"] & unknown;
+            /** @description When alerts are held for a summary; null for never. */
+            quietHours: components["schemas"]["QuietHoursOut"] | null;
+            /**
+             * @description How many alerts may come in a window before the rest wait for a
+             *     digest; null for no limit.
+             */
+            burst: components["schemas"]["BurstRule"] | null;
             /**
              * @description False once its push service reported it gone; re-registering
              *     revives it.
@@ -752,6 +854,63 @@ export interface components {
             createdAt: string;
             /** Format: date-time */
             updatedAt: string;
+        };
+        /**
+         * DevicePatchIn
+         * @description A change to a device. A field left out is left as it is; `null` clears
+         *     it (a cleared `minPriority` is `low`). Unknown fields are rejected.
+         * @example {
+         *       "tags": null,
+         *       "minPriority": "normal",
+         *       "quietHours": {
+         *         "start": "22:00",
+         *         "end": "07:00",
+         *         "timeZone": "Europe/Berlin",
+         *         "allowPriority": "high"
+         *       },
+         *       "burst": {
+         *         "max": 5,
+         *         "perMinutes": 10
+         *       }
+         *     }
+         */
+        DevicePatchIn: {
+            /** @description A label to recognise the device by. */
+            name?: string | null;
+            /**
+             * @description Only events of these channels; null for every channel. At most 50,
+             *     each 1 to 100 characters.
+             */
+            channels?: string[] | null;
+            /**
+             * @description Only events carrying one of these tags; null for any event. At most
+             *     20, each 1 to 64 characters.
+             * @example null
+             */
+            tags?: string[] | null;
+            /**
+             * @description Only events of this priority or higher; null resets it to `low`.
+             * @example normal
+             */
+            minPriority?: components["schemas"]["EventPriority"] | null;
+            /**
+             * @description Quiet hours; null for none.
+             * @example {
+             *       "start": "22:00",
+             *       "end": "07:00",
+             *       "timeZone": "Europe/Berlin",
+             *       "allowPriority": "high"
+             *     }
+             */
+            quietHours?: components["schemas"]["QuietHoursIn"] | null;
+            /**
+             * @description A burst limit; null for none.
+             * @example {
+             *       "max": 5,
+             *       "perMinutes": 10
+             *     }
+             */
+            burst?: components["schemas"]["BurstRule"] | null;
         };
         /**
          * @description Which APNs environment the token belongs to.
@@ -777,7 +936,8 @@ export interface components {
          *       "userId": "user_7",
          *       "notify": true,
          *       "source": "billing",
-         *       "priority": "high"
+         *       "priority": "high",
+         *       "alertKey": "payment-1042"
          *     }
          */
         EventIn: {
@@ -841,6 +1001,16 @@ export interface components {
              * @example high
              */
             priority?: components["schemas"]["EventPriority"] & unknown;
+            /**
+             * @description 1 to 64 characters. The event's push replaces, on each device, the
+             *     notification of any earlier event of the project with the same key
+             *     (APNs `apns-collapse-id`, Web Push `Topic` and notification tag,
+             *     FCM `collapse_key` and tag), so "deploy 42 started" becomes "deploy
+             *     42 succeeded" instead of stacking. Without it, each event's push is
+             *     its own notification.
+             * @example payment-1042
+             */
+            alertKey?: string;
         };
         /**
          * EventOut
@@ -864,6 +1034,8 @@ export interface components {
             notify: boolean;
             source: string | null;
             priority: components["schemas"]["EventPriority"];
+            /** @description The key its push replaces earlier pushes of on the device, if any. */
+            alertKey: string | null;
             /**
              * Format: date-time
              * @description When the event was recorded (RFC 3339, UTC).
@@ -909,8 +1081,8 @@ export interface components {
         };
         /**
          * FcmDeviceIn
-         * @description An Android phone (or any FCM client) to push alerts to through Firebase
-         *     Cloud Messaging. Unknown fields are rejected.
+         * @description An Android phone (or any FCM client) to push alerts to through
+         *     Firebase Cloud Messaging. Unknown fields are rejected.
          */
         FcmDeviceIn: {
             kind: components["schemas"]["FcmKind"];
@@ -919,10 +1091,32 @@ export interface components {
             /** @description A label to recognise the device by. */
             name?: string;
             /**
-             * @description Only events of these channels are pushed to the device; absent means
-             *     every channel. At most 50, each 1 to 100 characters.
+             * @description Only events of these channels are pushed to the device;
+             *     absent means every channel. At most 50, each 1 to 100
+             *     characters.
              */
             channels?: string[];
+            /**
+             * @description Only events carrying one of these tags are pushed; absent
+             *     means any event, tagged or not. At most 20, each 1 to 64
+             *     characters.
+             */
+            tags?: string[];
+            /**
+             * @description Only events of this priority or higher are pushed; `low`
+             *     when absent.
+             */
+            minPriority?: components["schemas"]["EventPriority"] & unknown;
+            /**
+             * @description When alerts are held for one summary at the end; none when
+             *     absent.
+             */
+            quietHours?: components["schemas"]["QuietHoursIn"] & unknown;
+            /**
+             * @description How many alerts may come in a window before the rest wait
+             *     for one digest; no limit when absent.
+             */
+            burst?: components["schemas"]["BurstRule"] & unknown;
         };
         /**
          * @description `"fcm"`: a Firebase Cloud Messaging registration token.
@@ -1095,7 +1289,10 @@ export interface components {
          */
         NotificationOut: {
             state: components["schemas"]["NotificationStateOut"];
-            /** @description One entry per device the push was sent to (only in `GET /v1/events/{id}`). */
+            /**
+             * @description One entry per device of the project the event concerned: sent,
+             *     filtered or held (only in `GET /v1/events/{id}`).
+             */
             deliveries?: components["schemas"]["DeliveryOut"][];
         };
         /**
@@ -1151,6 +1348,45 @@ export interface components {
             keyCount: number;
             /** Format: uint64 */
             deviceCount: number;
+        };
+        /**
+         * QuietHoursIn
+         * @description Quiet hours: a daily window, on the device's own clock, during which
+         *     alerts below `allowPriority` are held; when it ends, the device gets one
+         *     summary push for everything held. Unknown fields are rejected.
+         */
+        QuietHoursIn: {
+            /** @description When quiet hours start each day, `HH:MM` (00:00 to 23:59). */
+            start: string;
+            /**
+             * @description When they end, `HH:MM`: before `start` for a window across midnight
+             *     (`22:00` to `07:00`). Must differ from `start`.
+             */
+            end: string;
+            /**
+             * @description The IANA time zone the times are reckoned in (`Europe/Berlin`,
+             *     `America/New_York`, `UTC`), daylight-saving changes included.
+             */
+            timeZone: string;
+            /**
+             * @description Alerts of this priority or higher go out at once even during quiet
+             *     hours: `high` when absent; `null` lets nothing through.
+             */
+            allowPriority?: components["schemas"]["EventPriority"] | null;
+        };
+        /**
+         * QuietHoursOut
+         * @description Quiet hours as a device has them.
+         */
+        QuietHoursOut: {
+            /** @description `HH:MM`. */
+            start: string;
+            /** @description `HH:MM`; before `start` when the window crosses midnight. */
+            end: string;
+            /** @description IANA time zone name. */
+            timeZone: string;
+            /** @description Alerts of this priority or higher go out at once; null: none do. */
+            allowPriority: components["schemas"]["EventPriority"] | null;
         };
         /**
          * RotateIn
@@ -1495,10 +1731,32 @@ export interface components {
             /** @description A label to recognise the device by. */
             name?: string;
             /**
-             * @description Only events of these channels are pushed to the device; absent means
-             *     every channel. At most 50, each 1 to 100 characters.
+             * @description Only events of these channels are pushed to the device;
+             *     absent means every channel. At most 50, each 1 to 100
+             *     characters.
              */
             channels?: string[];
+            /**
+             * @description Only events carrying one of these tags are pushed; absent
+             *     means any event, tagged or not. At most 20, each 1 to 64
+             *     characters.
+             */
+            tags?: string[];
+            /**
+             * @description Only events of this priority or higher are pushed; `low`
+             *     when absent.
+             */
+            minPriority?: components["schemas"]["EventPriority"] & unknown;
+            /**
+             * @description When alerts are held for one summary at the end; none when
+             *     absent.
+             */
+            quietHours?: components["schemas"]["QuietHoursIn"] & unknown;
+            /**
+             * @description How many alerts may come in a window before the rest wait
+             *     for one digest; no limit when absent.
+             */
+            burst?: components["schemas"]["BurstRule"] & unknown;
         };
         /**
          * WebPushKey
@@ -3871,6 +4129,215 @@ export interface operations {
             };
             /** @description The body is larger than the limit (64 KiB by default). */
             413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    updateDevice: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The device's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DevicePatchIn"];
+            };
+        };
+        responses: {
+            /** @description The device as it stands now. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_DeviceOut"];
+                };
+            };
+            /** @description Invalid request: `details` lists every fault with its path (the body's fields, or `["headers", "Idempotency-Key"]`). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (or an admin token). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The API key lacks the `devices:write` scope this operation needs. */
+            403: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is not JSON (`Content-Type: application/json`). */
+            415: {
                 headers: {
                     /** @description Requests allowed per minute. */
                     "X-RateLimit-Limit": number;

@@ -3,7 +3,7 @@
 import type { PostRequestOptions, RequestOptions, Tocsin } from "../client.js";
 import { offlineDevice, offlineNotFound } from "../disabled.js";
 import type { TocsinResponse } from "../response.js";
-import type { Device, DeviceDeleted, DeviceList, DeviceRegisterParams } from "../types.js";
+import type { Device, DeviceDeleted, DeviceList, DeviceRegisterParams, DeviceUpdateParams } from "../types.js";
 import { pathSegment } from "./path.js";
 
 export class Devices {
@@ -27,6 +27,29 @@ export class Devices {
   /** `GET /v1/devices`: the project's devices. */
   async list(options?: RequestOptions): Promise<TocsinResponse<DeviceList>> {
     return this.#client.request<DeviceList>({ method: "GET", path: "/v1/devices", offline: () => ({ devices: [] }) }, options);
+  }
+
+  /**
+   * `PATCH /v1/devices/{id}`: changes a device's name, channels or alert
+   * rules (`tags`, `minPriority`, `quietHours`, `burst`) and answers the
+   * device as it stands now. A field left out (or `undefined`) stays as it
+   * is; `null` clears it. Sent without an Idempotency-Key and retried like
+   * `delete`: the same changes applied twice leave the device as once does.
+   */
+  async update(id: string, changes: DeviceUpdateParams, options?: RequestOptions): Promise<TocsinResponse<Device>> {
+    const path = `/v1/devices/${pathSegment(id, "id")}`;
+    return this.#client.request<Device>(
+      {
+        method: "PATCH",
+        path,
+        body: changes,
+        // A disabled client registered nothing, so there is no device to change.
+        offline: () => {
+          throw offlineNotFound(`device ${id}`);
+        },
+      },
+      options,
+    );
   }
 
   /**

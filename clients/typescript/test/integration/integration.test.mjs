@@ -337,3 +337,142 @@ describe("devices against ingest", () => {
     assert.equal(counter.calls, 1);
   });
 });
+
+// A device's alert rules, set at registration and changed with devices.update
+// (PATCH /v1/devices/{id}). Steps in order, like the block above.
+describe("device rules against ingest", () => {
+  const token = `${Date.now().toString(16)}${"cd".repeat(32)}`.slice(0, 64);
+  const quietHours = { start: "22:00", end: "07:00", timeZone: "Europe/Berlin" };
+  let tocsin;
+  let device;
+
+  before(() => {
+    tocsin = new client.esm.Tocsin(apiKey, { baseUrl: ingest.baseUrl });
+  });
+
+  after(async () => {
+    // Later files have their own ingest, but this one's events would otherwise be pushed to it.
+    if (device) await tocsin.devices.delete(device.id).catch(() => {});
+  });
+
+  test("register stores the rules and every answer shows them, allowPriority defaulting to high", async () => {
+    const res = await tocsin.devices.register({
+      token,
+      environment: "sandbox",
+      name: "IT rules",
+      channels: ["it-rules"],
+      tags: ["eu", "card"],
+      minPriority: "normal",
+      quietHours,
+      burst: { max: 5, perMinutes: 10 },
+    });
+    assert.equal(res.statusCode, 201);
+    device = res.data;
+    assert.deepEqual(device.tags, ["eu", "card"]);
+    assert.equal(device.minPriority, "normal");
+    assert.deepEqual(device.quietHours, { ...quietHours, allowPriority: "high" });
+    assert.deepEqual(device.burst, { max: 5, perMinutes: 10 });
+
+    const listed = (await tocsin.devices.list()).data.devices.find((d) => d.id === device.id);
+    assert.deepEqual(listed, device);
+  });
+
+  test("a device registered without rules shows their defaults", async () => {
+    const plain = await tocsin.devices.register({ token: token.replace(/^./, "e"), environment: "sandbox" });
+    try {
+      assert.equal(plain.data.tags, null);
+      assert.equal(plain.data.minPriority, "low");
+      assert.equal(plain.data.quietHours, null);
+      assert.equal(plain.data.burst, null);
+    } finally {
+      await tocsin.devices.delete(plain.data.id);
+    }
+  });
+
+  test("update changes the field it is given and keeps every other", async () => {
+    const res = await tocsin.devices.update(device.id, { minPriority: "high" });
+    assert.equal(res.statusCode, 200);
+    assert.match(res.requestId, UUID_RE);
+    const { minPriority, updatedAt, ...rest } = res.data;
+    const { minPriority: previous, updatedAt: _previous, ...kept } = device;
+    assert.equal(previous, "normal");
+    assert.equal(minPriority, "high");
+    assert.deepEqual(rest, kept);
+    assert.ok(Date.parse(updatedAt) >= Date.parse(device.updatedAt), `updatedAt ${updatedAt}`);
+
+    const listed = (await tocsin.devices.list()).data.devices.find((d) => d.id === device.id);
+    assert.deepEqual(listed, res.data, "the change is stored, not only answered");
+    device = res.data;
+  });
+
+  test("an event below the device's minimum priority is filtered for it, with the reason", async () => {
+    const { data: created } = await tocsin.events.create({ channelName: "it-rules", title: "Quiet one", tags: ["eu"], priority: "low" });
+    // The notifier records the outcome shortly after the event; wait for it.
+    const deadline = Date.now() + 30_000;
+    let delivery;
+    while (!delivery && Date.now() < deadline) {
+      const { data } = await tocsin.events.get(created.id);
+      delivery = data.notification.deliveries?.find((d) => d.deviceId === device.id);
+      if (!delivery) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.ok(delivery, "the device's delivery was recorded");
+    assert.equal(delivery.state, "filtered");
+    assert.equal(delivery.reason, "priority");
+    assert.equal(delivery.summaryId, null);
+    assert.equal(delivery.attempts, 0);
+  });
+
+  test("null clears a rule; a cleared minPriority is low; what is left out stays", async () => {
+    const res = await tocsin.devices.update(device.id, { tags: null, minPriority: null, quietHours: null, burst: null });
+    assert.equal(res.data.tags, null);
+    assert.equal(res.data.minPriority, "low");
+    assert.equal(res.data.quietHours, null);
+    assert.equal(res.data.burst, null);
+    assert.equal(res.data.name, "IT rules");
+    assert.deepEqual(res.data.channels, ["it-rules"]);
+    device = res.data;
+  });
+
+  test("quiet hours with allowPriority null let nothing through, and say so", async () => {
+    const res = await tocsin.devices.update(device.id, { quietHours: { ...quietHours, allowPriority: null } });
+    assert.deepEqual(res.data.quietHours, { ...quietHours, allowPriority: null });
+    device = res.data;
+  });
+
+  test("an unknown device id is a NotFoundError and is not retried", async () => {
+    const { Tocsin, NotFoundError } = client.esm;
+    const counter = countingFetch();
+    const counted = new Tocsin(apiKey, { baseUrl: ingest.baseUrl, fetch: counter.fetch });
+    await assert.rejects(counted.devices.update("01890000-0000-7000-8000-000000000000", { minPriority: "high" }), (error) => {
+      assert.ok(error instanceof NotFoundError);
+      assert.equal(error.statusCode, 404);
+      assert.ok(error.message.length > 0);
+      assert.match(error.requestId, UUID_RE);
+      return true;
+    });
+    assert.equal(counter.calls, 1);
+  });
+
+  test("an unknown time zone is a ValidationError at quietHours.timeZone, and changes nothing", async () => {
+    const { Tocsin, ValidationError } = client.esm;
+    const counter = countingFetch();
+    const counted = new Tocsin(apiKey, { baseUrl: ingest.baseUrl, fetch: counter.fetch });
+    const bad = { name: "Not applied", quietHours: { start: "22:00", end: "07:00", timeZone: "Mars/Olympus" } };
+    await assert.rejects(counted.devices.update(device.id, bad), (error) => {
+      assert.ok(error instanceof ValidationError);
+      assert.equal(error.statusCode, 400);
+      const paths = error.details.map((detail) => JSON.stringify(detail.path));
+      assert.ok(paths.includes('["quietHours","timeZone"]'), `details: ${paths}`);
+      return true;
+    });
+    assert.equal(counter.calls, 1, "a 400 is not retried");
+    const listed = (await tocsin.devices.list()).data.devices.find((d) => d.id === device.id);
+    assert.deepEqual(listed, device);
+  });
+
+  test("the CommonJS build updates the same way", async () => {
+    const cjs = new client.cjs.Tocsin(apiKey, { baseUrl: ingest.baseUrl });
+    const res = await cjs.devices.update(device.id, { burst: { max: 2, perMinutes: 1 } });
+    assert.deepEqual(res.data.burst, { max: 2, perMinutes: 1 });
+  });
+});

@@ -17,7 +17,11 @@ import {
   ValidationError,
   NotFoundError,
   Page,
+  type BurstRule,
   type Channel,
+  type Device,
+  type DeviceUpdateParams,
+  type EventPriority,
   type EventStream,
   type Fetch,
   type Identity,
@@ -92,7 +96,9 @@ export async function usage(): Promise<void> {
     const fields: [string, string, number, string | null, string] = [
       delivery.deviceId, delivery.state, delivery.attempts, delivery.error, delivery.updatedAt,
     ];
-    void fields;
+    const why: "channel" | "tag" | "priority" | "quietHours" | "burst" | null = delivery.reason;
+    const summaryId: string | null = delivery.summaryId;
+    void [fields, why, summaryId];
   }
   const device = await tocsin.devices.register({ token: "ab12", environment: "sandbox", name: "phone", channels: ["payments"] });
   const active: boolean = device.data.active;
@@ -107,6 +113,26 @@ export async function usage(): Promise<void> {
   });
   const endpoint: string | null = browser.data.endpoint;
   void endpoint;
+  const rules = await tocsin.devices.register({
+    token: "ab12",
+    environment: "sandbox",
+    tags: ["eu"],
+    minPriority: "normal",
+    quietHours: { start: "22:00", end: "07:00", timeZone: "Europe/Berlin" },
+    burst: { max: 5, perMinutes: 10 },
+  });
+  const allowed: EventPriority | null | undefined = rules.data.quietHours?.allowPriority;
+  const burst: BurstRule | null = rules.data.burst;
+  const updated: TocsinResponse<Device> = await tocsin.devices.update(
+    rules.data.id,
+    { name: null, tags: null, minPriority: "high", quietHours: { start: "23:00", end: "06:00", timeZone: "UTC", allowPriority: null }, burst: null },
+    { timeout: 1_000, maxRetries: 1, signal: controller.signal, headers: { "X-Trace": "1" } },
+  );
+  const minPriority: EventPriority = updated.data.minPriority;
+  const changes: DeviceUpdateParams = { channels: ["payments"] };
+  await tocsin.devices.update(rules.data.id, changes);
+  await tocsin.devices.update(rules.data.id, {}); // changes nothing, answers the device
+  void [allowed, burst, minPriority];
   const deleted: true = (await tocsin.devices.delete(device.data.id)).data.deleted;
 
   // The read side.
@@ -169,6 +195,16 @@ export async function usage(): Promise<void> {
   await tocsin.devices.register({ token: "ab", environment: "staging" });
   // @ts-expect-error GET calls take no idempotency key
   await tocsin.events.get(id, { idempotencyKey: "k" });
+  // @ts-expect-error neither does a PATCH: applying the same changes twice is harmless
+  await tocsin.devices.update(id, {}, { idempotencyKey: "k" });
+  // @ts-expect-error minPriority is low, normal or high
+  await tocsin.devices.update(id, { minPriority: "urgent" });
+  // @ts-expect-error quiet hours need a time zone
+  await tocsin.devices.update(id, { quietHours: { start: "22:00", end: "07:00" } });
+  // @ts-expect-error the changes are an object of known fields
+  await tocsin.devices.update(id, { token: "ab12" });
+  // @ts-expect-error the id is required
+  await tocsin.devices.update({ minPriority: "high" });
 
   void [requestId, replayed, description, state, last, aliases, active, reason, tokens, deleted];
 }

@@ -62,6 +62,7 @@ describe("disabled client", () => {
       notify: true,
       source: "billing",
       priority: "high",
+      alertKey: "payment-1042",
     });
     assertNotSent(res);
     const { id, createdAt, ...fields } = res.data;
@@ -78,6 +79,7 @@ describe("disabled client", () => {
       notify: true,
       source: "billing",
       priority: "high",
+      alertKey: "payment-1042",
       notification: { state: "skipped" },
     });
     assert.equal(network.calls, 0);
@@ -94,6 +96,7 @@ describe("disabled client", () => {
     assert.equal(data.notify, true);
     assert.equal(data.source, null);
     assert.equal(data.priority, "normal");
+    assert.equal(data.alertKey, null);
     const second = await tocsin.events.create({ channelName: "c", title: "t" });
     assert.notEqual(second.data.id, data.id, "each event gets its own id");
   });
@@ -116,6 +119,34 @@ describe("disabled client", () => {
     assert.equal(device.data.channels, null);
     assert.equal(device.data.active, true);
     assert.equal(device.data.deactivatedReason, null);
+    assert.equal(device.data.tags, null);
+    assert.equal(device.data.minPriority, "low");
+    assert.equal(device.data.quietHours, null);
+    assert.equal(device.data.burst, null);
+    assert.equal(network.calls, 0);
+  });
+
+  test("devices.register returns the rules it would have stored, allowPriority defaulting to high", async () => {
+    const { tocsin, network } = disabledClient();
+    const rules = {
+      tags: ["eu"],
+      minPriority: "normal",
+      quietHours: { start: "22:00", end: "07:00", timeZone: "Europe/Berlin" },
+      burst: { max: 5, perMinutes: 10 },
+    };
+    const { data } = await tocsin.devices.register({ token: "ab12", environment: "sandbox", ...rules });
+    assert.deepEqual(data.tags, ["eu"]);
+    assert.equal(data.minPriority, "normal");
+    assert.deepEqual(data.quietHours, { ...rules.quietHours, allowPriority: "high" });
+    assert.deepEqual(data.burst, { max: 5, perMinutes: 10 });
+
+    // null lets nothing through during quiet hours: kept, not replaced by the default.
+    const strict = await tocsin.devices.register({
+      token: "ab12",
+      environment: "sandbox",
+      quietHours: { ...rules.quietHours, allowPriority: null },
+    });
+    assert.equal(strict.data.quietHours.allowPriority, null);
     assert.equal(network.calls, 0);
   });
 
@@ -147,6 +178,7 @@ describe("disabled client", () => {
       ["event evt_1", () => tocsin.events.get("evt_1")],
       ["user user_7", () => tocsin.users.get("user_7")],
       ["device d1", () => tocsin.devices.delete("d1")],
+      ["device d2", () => tocsin.devices.update("d2", { minPriority: "high" })],
     ]) {
       await assert.rejects(call(), (error) => {
         assert.ok(error instanceof NotFoundError);

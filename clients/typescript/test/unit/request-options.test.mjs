@@ -36,6 +36,7 @@ const METHODS = {
   "events.stream": { stream: true, call: (t, o) => firstEvent(t.events.stream({}, o)), response: sse },
   "devices.register": { call: (t, o) => t.devices.register({ token: "ab12", environment: "sandbox" }, o), response: () => ok({ id: "d1" }) },
   "devices.list": { call: (t, o) => t.devices.list(o), response: () => ok({ devices: [] }, { status: 200 }) },
+  "devices.update": { call: (t, o) => t.devices.update("d1", { minPriority: "high" }, o), response: () => ok({ id: "d1" }, { status: 200 }) },
   "devices.delete": { call: (t, o) => t.devices.delete("d1", o), response: () => ok({ id: "d1", deleted: true }, { status: 200 }) },
   "channels.list": { call: (t, o) => t.channels.list(o), response: () => ok({ items: [] }, { status: 200 }) },
   "users.get": { call: (t, o) => t.users.get("user_7", o), response: () => ok({ user_id: "user_7" }, { status: 200 }) },

@@ -12,6 +12,10 @@ const DEVICE = {
   environment: "sandbox",
   name: "Ops iPhone",
   channels: ["payments"],
+  tags: ["eu"],
+  minPriority: "normal",
+  quietHours: { start: "22:00", end: "07:00", timeZone: "Europe/Berlin", allowPriority: "high" },
+  burst: { max: 5, perMinutes: 10 },
   active: true,
   deactivatedReason: null,
   createdAt: "2025-01-01T00:00:00Z",
@@ -111,6 +115,22 @@ describe("devices", () => {
     assert.equal(res.statusCode, 201);
   });
 
+  test("register sends the alert rules as given", async () => {
+    const params = {
+      token: "a1b2c3",
+      environment: "sandbox",
+      tags: ["eu"],
+      minPriority: "normal",
+      quietHours: { start: "22:00", end: "07:00", timeZone: "Europe/Berlin" },
+      burst: { max: 5, perMinutes: 10 },
+    };
+    const { tocsin, calls } = client(ok(DEVICE, { status: 201 }));
+    const res = await tocsin.devices.register(params);
+    assert.deepEqual(calls[0].body, params);
+    assert.deepEqual(res.data.quietHours, DEVICE.quietHours);
+    assert.deepEqual(res.data.burst, DEVICE.burst);
+  });
+
   test("register of a known token reports 200", async () => {
     const { tocsin } = client(ok(DEVICE, { status: 200 }));
     const res = await tocsin.devices.register({ token: "a1b2c3", environment: "sandbox" });
@@ -124,6 +144,57 @@ describe("devices", () => {
     assert.equal(calls[0].init.method, "GET");
     assert.equal(calls[0].headers["X-Trace"], "1");
     assert.deepEqual(res.data.devices, [DEVICE]);
+  });
+
+  test("update sends PATCH /v1/devices/{id} with the changes and returns the device", async () => {
+    const changes = { minPriority: "high", burst: { max: 3, perMinutes: 5 } };
+    const updated = { ...DEVICE, ...changes };
+    const { tocsin, calls } = client(ok(updated, { status: 200 }));
+    const res = await tocsin.devices.update("dev_1", changes);
+    assert.equal(calls[0].url, "http://tocsin.test/v1/devices/dev_1");
+    assert.equal(calls[0].init.method, "PATCH");
+    assert.equal(calls[0].headers["Content-Type"], "application/json");
+    assert.deepEqual(calls[0].body, changes);
+    assert.deepEqual(res.data, updated);
+    assert.equal(res.statusCode, 200);
+  });
+
+  test("update sends null to clear a field and leaves out what is undefined", async () => {
+    const { tocsin, calls } = client(ok(DEVICE, { status: 200 }));
+    await tocsin.devices.update("dev_1", { tags: null, quietHours: null, name: undefined, burst: undefined });
+    // Exactly what went on the wire: an absent field keeps its value on the
+    // service, so `name: undefined` must not turn into `"name": null`.
+    assert.equal(calls[0].init.body, '{"tags":null,"quietHours":null}');
+  });
+
+  test("update encodes the id and refuses an empty one without sending anything", async () => {
+    const { tocsin, calls } = client(ok(DEVICE, { status: 200 }));
+    await tocsin.devices.update("dev/1 ?", { name: "x" });
+    assert.equal(calls[0].url, "http://tocsin.test/v1/devices/dev%2F1%20%3F");
+    await assert.rejects(tocsin.devices.update("", { name: "x" }), /id must be a non-empty string/);
+    assert.equal(calls.length, 1);
+  });
+
+  test("update of an unknown device is a NotFoundError and is not retried", async () => {
+    const { tocsin, calls } = client(fail(404, "device not found"), fail(404, "unused"));
+    await assert.rejects(tocsin.devices.update("nope", { minPriority: "low" }), (error) => {
+      assert.ok(error instanceof NotFoundError);
+      assert.equal(error.message, "device not found");
+      return true;
+    });
+    assert.equal(calls.length, 1);
+  });
+
+  test("update with a bad value is a ValidationError naming the field", async () => {
+    const details = [{ path: ["quietHours", "timeZone"], message: "unknown time zone" }];
+    const { tocsin, calls } = client(fail(400, "validation failed", { details }), fail(400, "unused"));
+    const quietHours = { start: "22:00", end: "07:00", timeZone: "Mars/Olympus" };
+    await assert.rejects(tocsin.devices.update("dev_1", { quietHours }), (error) => {
+      assert.ok(error instanceof ValidationError);
+      assert.deepEqual(error.details, details);
+      return true;
+    });
+    assert.equal(calls.length, 1);
   });
 
   test("delete sends DELETE /v1/devices/{id}", async () => {

@@ -175,17 +175,24 @@ describe("retry loop", () => {
     assert.equal(calls.length, 2);
   });
 
-  test("GET and DELETE are retried too, without an Idempotency-Key", async () => {
+  test("GET, PATCH and DELETE are retried too, without an Idempotency-Key", async () => {
     const { fetch, calls } = scriptedFetch(
       fail(503, "down"),
       ok(EVENT, { status: 200 }),
+      connectionRefused(),
+      ok({ id: "dev_1", minPriority: "high" }, { status: 200 }),
       connectionRefused(),
       ok({ id: "dev_1", deleted: true }, { status: 200 }),
     );
     const tocsin = new RecordingTocsin("key", { fetch });
     await tocsin.events.get("evt_1");
+    const updated = await tocsin.devices.update("dev_1", { minPriority: "high" });
     await tocsin.devices.delete("dev_1");
-    assert.equal(calls.length, 4);
+    assert.equal(calls.length, 6);
+    assert.deepEqual(calls.map((call) => call.init.method), ["GET", "GET", "PATCH", "PATCH", "DELETE", "DELETE"]);
+    // The retried PATCH sends the same changes again: applied twice, they leave the device as once.
+    assert.deepEqual(calls[3].body, calls[2].body);
+    assert.equal(updated.data.minPriority, "high");
     for (const call of calls) assert.equal(header(call, "Idempotency-Key"), undefined);
   });
 

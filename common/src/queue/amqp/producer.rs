@@ -22,12 +22,11 @@ use crate::{
 const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 
 fn properties(job: &Job) -> BasicProperties {
-    let Job::NotifyV1(notify) = job;
     BasicProperties::default()
         .with_delivery_mode(2) // persistent
         .with_content_type("application/json".into())
-        .with_type("notify.v1".into())
-        .with_message_id(notify.event_id.to_string().into())
+        .with_type(job.kind().into())
+        .with_message_id(job.subject().to_string().into())
 }
 
 pub(super) struct Link {

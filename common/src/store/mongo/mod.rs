@@ -37,6 +37,7 @@ mod history;
 mod idempotency;
 mod identities;
 mod keys;
+mod summaries;
 mod tenancy;
 
 pub use group_commit::GroupCommitCounts;
@@ -214,6 +215,8 @@ impl MongoStore {
                 unique(doc! { "organizationId": 1, "slug": 1 }),
             ),
             (self.admins(), unique(doc! { "hash": 1 })),
+            // The relay's look for summaries whose window ended.
+            (self.summaries(), plain(doc! { "state": 1, "recheckAt": 1 })),
         ];
         for (collection, index) in indexes {
             collection.create_index(index).await.map_err(classify)?;
@@ -241,6 +244,9 @@ impl MongoStore {
     }
     fn deliveries(&self) -> Collection<Document> {
         self.db.collection("deliveries")
+    }
+    fn summaries(&self) -> Collection<Document> {
+        self.db.collection("summaries")
     }
     fn organizations(&self) -> Collection<Document> {
         self.db.collection("organizations")

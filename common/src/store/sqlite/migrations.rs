@@ -217,6 +217,25 @@ ALTER TABLE devices ADD COLUMN rules TEXT;
 ALTER TABLE deliveries ADD COLUMN reason TEXT;
 ALTER TABLE deliveries ADD COLUMN summary_id TEXT;
 ALTER TABLE events ADD COLUMN alert_key TEXT;
+CREATE TABLE burst_windows (
+    device_id TEXT PRIMARY KEY,
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    start_ms INTEGER NOT NULL,
+    count INTEGER NOT NULL
+);
+CREATE TABLE summaries (
+    id TEXT PRIMARY KEY,
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    device_id TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    due_ms INTEGER NOT NULL,
+    events TEXT NOT NULL,
+    state TEXT NOT NULL,
+    recheck_ms INTEGER NOT NULL
+);
+CREATE INDEX summaries_by_relay ON summaries (recheck_ms) WHERE state != 'done';
 "#,
 ];
 

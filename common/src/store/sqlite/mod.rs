@@ -36,6 +36,7 @@ mod idempotency;
 mod identities;
 mod keys;
 mod migrations;
+mod summaries;
 mod tenancy;
 
 use std::{

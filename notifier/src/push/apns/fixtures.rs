@@ -44,6 +44,7 @@ pub(super) fn alert() -> Alert {
         priority: Default::default(),
         alert_key: None,
         collapse_id: event_id.to_string(),
+        summary: false,
     }
 }
 

@@ -45,6 +45,8 @@ pub(super) struct ApnsMessage {
     body: Option<String>,
     channel: String,
     event_id: String,
+    /// Whether `event_id` is a summary's (sent as `summaryId`).
+    summary: bool,
     icon: Option<String>,
     alert_key: Option<String>,
     /// `apns-collapse-id`: the event's id or its alert key's digest.
@@ -71,6 +73,7 @@ impl ApnsMessage {
             body: alert.body.clone(),
             channel: alert.channel.clone(),
             event_id: alert.event_id.to_string(),
+            summary: alert.summary,
             icon: alert.icon.clone(),
             alert_key: alert.alert_key.clone(),
             collapse_id: alert.collapse_id.clone(),
@@ -143,7 +146,8 @@ impl ApnsMessage {
         }
         let mut payload = builder.build(device_token, options);
         payload.add_custom_data("channel", &self.channel)?;
-        payload.add_custom_data("eventId", &self.event_id)?;
+        let subject = if self.summary { "summaryId" } else { "eventId" };
+        payload.add_custom_data(subject, &self.event_id)?;
         if let Some(icon) = &self.icon {
             payload.add_custom_data("icon", icon)?;
         }

@@ -21,9 +21,13 @@ pub(super) fn body(token: &str, alert: &Alert) -> Vec<u8> {
         let mut data = json!({
             "channel": alert.channel,
             "thread": alert.channel,
-            "eventId": event_id,
             "priority": alert.priority.as_str(),
         });
+        data[if alert.summary {
+            "summaryId"
+        } else {
+            "eventId"
+        }] = json!(event_id);
         if let Some(icon) = &alert.icon {
             data["icon"] = json!(icon);
         }

@@ -85,7 +85,8 @@ fn payload(alert: &Alert) -> Vec<u8> {
             "body": body,
             "channel": alert.channel,
             "thread": alert.channel,
-            "eventId": alert.event_id,
+            "eventId": (!alert.summary).then_some(alert.event_id),
+            "summaryId": alert.summary.then_some(alert.event_id),
             "alertKey": alert.alert_key,
             "tag": alert.collapse_id,
         })

@@ -6,37 +6,44 @@ from typing import Any, Dict, Optional, Sequence
 
 from .._config import Timeout
 from .._models import (
+    BurstRuleParam,
     Device,
     DeviceDeleted,
     DeviceEnvironment,
     DeviceKind,
     DeviceList,
+    EventPriority,
+    QuietHoursParam,
     WebPushKey,
     WebPushSubscription,
 )
 from .._operation import call
 from .._request import CallSpec, Headers, RequestOptions
 from .._response import TocsinResponse
+from .._types import NOT_GIVEN, NotGiven, NotGivenOr
 from ._resource import AsyncResource, SyncResource
 
 
-def _create(
-    kind: Optional[DeviceKind],
-    token: Optional[str],
-    environment: Optional[DeviceEnvironment],
-    subscription: Optional[WebPushSubscription],
-    name: Optional[str],
-    channels: Optional[Sequence[str]],
-) -> CallSpec[Device]:
-    body: Dict[str, Any] = {
-        "kind": kind,
-        "token": token,
-        "environment": environment,
-        "subscription": subscription,
-        "name": name,
-        "channels": list(channels) if channels is not None else None,
-    }
-    return call("registerDevice", Device.from_json, body=body)
+def _lists(fields: Dict[str, Any]) -> Dict[str, Any]:
+    """`fields` with `channels` and `tags` as the JSON arrays they are sent
+    as (any sequence is taken); None and NOT_GIVEN are left as they are."""
+    for name in ("channels", "tags"):
+        value = fields[name]
+        if value is not None and not isinstance(value, NotGiven):
+            fields[name] = list(value)
+    return fields
+
+
+def _create(fields: Dict[str, Any]) -> CallSpec[Device]:
+    return call("registerDevice", Device.from_json, body=_lists(fields))
+
+
+def _update(id: str, fields: Dict[str, Any]) -> CallSpec[Device]:
+    # A field left out (NOT_GIVEN) is not sent and stays as it is on the
+    # service; None is sent as null, which clears it.
+    return call(
+        "updateDevice", Device.from_json, path={"id": id}, body=_lists(fields), none_clears=True
+    )
 
 
 class Devices(SyncResource):
@@ -49,6 +56,10 @@ class Devices(SyncResource):
         subscription: Optional[WebPushSubscription] = None,
         name: Optional[str] = None,
         channels: Optional[Sequence[str]] = None,
+        tags: Optional[Sequence[str]] = None,
+        min_priority: Optional[EventPriority] = None,
+        quiet_hours: Optional[QuietHoursParam] = None,
+        burst: Optional[BurstRuleParam] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[Timeout] = None,
         extra_headers: Optional[Headers] = None,
@@ -61,12 +72,29 @@ class Devices(SyncResource):
           subscription=subscription.toJSON()` (as the browser gives it);
         - an FCM registration token: `kind="fcm", token=...`.
 
-        `channels` limits the alerts to those channels (all when omitted).
+        Its alert rules, each optional:
+
+        - `channels`: only events of these channels (all when omitted);
+        - `tags`: only events carrying one of these tags (any when omitted);
+        - `min_priority`: only events of this priority or higher ("low");
+        - `quiet_hours`: `{"start": "22:00", "end": "07:00", "timeZone":
+          "Europe/Berlin", "allowPriority": "high"}`, in the API's names:
+          alerts below `allowPriority` ("high" when left out; None lets
+          nothing through) are held during the window, for one summary push
+          when it ends;
+        - `burst`: `{"max": 5, "perMinutes": 10}`: the alerts past `max` in
+          the window are held for one digest push.
+
         Registering a known token updates that device and makes it active
         again: `status_code` 200 instead of 201, the same id.
         """
+        fields = dict(
+            kind=kind, token=token, environment=environment, subscription=subscription,
+            name=name, channels=channels, tags=tags, min_priority=min_priority,
+            quiet_hours=quiet_hours, burst=burst,
+        )  # fmt: skip
         return self._client._request(
-            _create(kind, token, environment, subscription, name, channels),
+            _create(fields),
             RequestOptions(
                 idempotency_key=idempotency_key, timeout=timeout, extra_headers=extra_headers
             ),
@@ -79,6 +107,36 @@ class Devices(SyncResource):
         return self._client._request(
             call("listDevices", DeviceList.from_json),
             RequestOptions(timeout=timeout, extra_headers=extra_headers),
+        )
+
+    def update(
+        self,
+        id: str,
+        *,
+        name: NotGivenOr[Optional[str]] = NOT_GIVEN,
+        channels: NotGivenOr[Optional[Sequence[str]]] = NOT_GIVEN,
+        tags: NotGivenOr[Optional[Sequence[str]]] = NOT_GIVEN,
+        min_priority: NotGivenOr[Optional[EventPriority]] = NOT_GIVEN,
+        quiet_hours: NotGivenOr[Optional[QuietHoursParam]] = NOT_GIVEN,
+        burst: NotGivenOr[Optional[BurstRuleParam]] = NOT_GIVEN,
+        timeout: Optional[Timeout] = None,
+        extra_headers: Optional[Headers] = None,
+    ) -> TocsinResponse[Device]:
+        """`PATCH /v1/devices/{id}`: changes a device's name, channels or
+        alert rules (see `create`) and returns the device as it stands now.
+        An argument left out leaves its field as it is; None clears it
+        (every channel, any tag, no quiet hours, no burst limit; a cleared
+        `min_priority` is "low"). An unknown id, or another project's
+        device, is a NotFoundError; a bad value a ValidationError naming the
+        field (`["quietHours", "timeZone"]`). Retried like `delete`, without
+        an idempotency key: the same changes twice leave the device as
+        once."""
+        fields = dict(
+            name=name, channels=channels, tags=tags, min_priority=min_priority,
+            quiet_hours=quiet_hours, burst=burst,
+        )  # fmt: skip
+        return self._client._request(
+            _update(id, fields), RequestOptions(timeout=timeout, extra_headers=extra_headers)
         )
 
     def delete(
@@ -118,13 +176,22 @@ class AsyncDevices(AsyncResource):
         subscription: Optional[WebPushSubscription] = None,
         name: Optional[str] = None,
         channels: Optional[Sequence[str]] = None,
+        tags: Optional[Sequence[str]] = None,
+        min_priority: Optional[EventPriority] = None,
+        quiet_hours: Optional[QuietHoursParam] = None,
+        burst: Optional[BurstRuleParam] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[Timeout] = None,
         extra_headers: Optional[Headers] = None,
     ) -> TocsinResponse[Device]:
         """`POST /v1/devices`: see `Devices.create`."""
+        fields = dict(
+            kind=kind, token=token, environment=environment, subscription=subscription,
+            name=name, channels=channels, tags=tags, min_priority=min_priority,
+            quiet_hours=quiet_hours, burst=burst,
+        )  # fmt: skip
         return await self._client._request(
-            _create(kind, token, environment, subscription, name, channels),
+            _create(fields),
             RequestOptions(
                 idempotency_key=idempotency_key, timeout=timeout, extra_headers=extra_headers
             ),
@@ -137,6 +204,28 @@ class AsyncDevices(AsyncResource):
         return await self._client._request(
             call("listDevices", DeviceList.from_json),
             RequestOptions(timeout=timeout, extra_headers=extra_headers),
+        )
+
+    async def update(
+        self,
+        id: str,
+        *,
+        name: NotGivenOr[Optional[str]] = NOT_GIVEN,
+        channels: NotGivenOr[Optional[Sequence[str]]] = NOT_GIVEN,
+        tags: NotGivenOr[Optional[Sequence[str]]] = NOT_GIVEN,
+        min_priority: NotGivenOr[Optional[EventPriority]] = NOT_GIVEN,
+        quiet_hours: NotGivenOr[Optional[QuietHoursParam]] = NOT_GIVEN,
+        burst: NotGivenOr[Optional[BurstRuleParam]] = NOT_GIVEN,
+        timeout: Optional[Timeout] = None,
+        extra_headers: Optional[Headers] = None,
+    ) -> TocsinResponse[Device]:
+        """`PATCH /v1/devices/{id}`: see `Devices.update`."""
+        fields = dict(
+            name=name, channels=channels, tags=tags, min_priority=min_priority,
+            quiet_hours=quiet_hours, burst=burst,
+        )  # fmt: skip
+        return await self._client._request(
+            _update(id, fields), RequestOptions(timeout=timeout, extra_headers=extra_headers)
         )
 
     async def delete(

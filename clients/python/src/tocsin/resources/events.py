@@ -64,13 +64,17 @@ class Events(SyncResource):
         notify: Optional[bool] = None,
         source: Optional[str] = None,
         priority: Optional[EventPriority] = None,
+        alert_key: Optional[str] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[Timeout] = None,
         extra_headers: Optional[Headers] = None,
     ) -> TocsinResponse[Event]:
         """`POST /v1/events`: records an event on a channel (created on first
         use) and, unless `notify=False`, pushes it to the project's devices.
-        `priority` is "low" (quiet), "normal" (the default) or "high"."""
+        `priority` is "low" (quiet), "normal" (the default) or "high".
+        `alert_key` (1-64 characters): the push replaces, on each device, the
+        notification of any earlier event of the project with the same key
+        instead of stacking up."""
         fields = dict(
             channel_name=channel_name,
             title=title,
@@ -82,6 +86,7 @@ class Events(SyncResource):
             notify=notify,
             source=source,
             priority=priority,
+            alert_key=alert_key,
         )
         return self._client._request(
             _create(fields),
@@ -191,6 +196,7 @@ class AsyncEvents(AsyncResource):
         notify: Optional[bool] = None,
         source: Optional[str] = None,
         priority: Optional[EventPriority] = None,
+        alert_key: Optional[str] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[Timeout] = None,
         extra_headers: Optional[Headers] = None,
@@ -207,6 +213,7 @@ class AsyncEvents(AsyncResource):
             notify=notify,
             source=source,
             priority=priority,
+            alert_key=alert_key,
         )
         return await self._client._request(
             _create(fields),
