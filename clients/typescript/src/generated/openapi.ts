@@ -605,7 +605,7 @@ export interface components {
             channels?: string[];
             /**
              * @description Only events carrying one of these tags are pushed; absent
-             *     means any event, tagged or not. At most 20, each 1 to 64
+             *     means any event, tagged or not. 1 to 20, each 1 to 64
              *     characters.
              */
             tags?: string[];
@@ -883,8 +883,9 @@ export interface components {
              */
             channels?: string[] | null;
             /**
-             * @description Only events carrying one of these tags; null for any event. At most
-             *     20, each 1 to 64 characters.
+             * @description Only events carrying one of these tags; null for any event. 1 to
+             *     20, each 1 to 64 characters (no tag at all would let nothing
+             *     through).
              * @example null
              */
             tags?: string[] | null;
@@ -1098,7 +1099,7 @@ export interface components {
             channels?: string[];
             /**
              * @description Only events carrying one of these tags are pushed; absent
-             *     means any event, tagged or not. At most 20, each 1 to 64
+             *     means any event, tagged or not. 1 to 20, each 1 to 64
              *     characters.
              */
             tags?: string[];
@@ -1738,7 +1739,7 @@ export interface components {
             channels?: string[];
             /**
              * @description Only events carrying one of these tags are pushed; absent
-             *     means any event, tagged or not. At most 20, each 1 to 64
+             *     means any event, tagged or not. 1 to 20, each 1 to 64
              *     characters.
              */
             tags?: string[];
