@@ -33,6 +33,7 @@ mod rate_limit;
 mod reading;
 mod recovery;
 mod rules;
+mod rules_contract;
 mod scopes;
 mod store_contract;
 mod stream;
