@@ -240,7 +240,13 @@ pub fn pushes(service: &Service) -> Vec<(Uuid, Uuid)> {
                     .and_then(|s| s.parse().ok())
                     .unwrap_or_else(|| panic!("push line without {key}: {l}"))
             };
-            (id("eventId"), id("deviceId"))
+            // A summary's push is of no event: its id stands in.
+            let subject = if l["summaryId"].is_string() {
+                "summaryId"
+            } else {
+                "eventId"
+            };
+            (id(subject), id("deviceId"))
         })
         .collect()
 }

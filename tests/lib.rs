@@ -21,6 +21,7 @@ pub mod push_service;
 pub mod recording;
 pub mod revocation;
 pub mod stored;
+pub mod windows;
 
 use std::{
     io::{BufRead as _, BufReader},

@@ -6,5 +6,6 @@
 mod admin;
 mod cli;
 mod faults;
+mod held;
 mod logs;
 mod shutdown;

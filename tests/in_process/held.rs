@@ -7,32 +7,16 @@
 
 use std::time::Duration;
 
-use chrono::{DurationRound as _, Timelike as _, Utc};
 use notifier::push::Push;
 use serde_json::{Value, json};
 use tocsin_tests::{
     Reply, StoreKind, eventually,
     pipeline::{Pipeline, token},
+    windows::quiet_hours_ending_soon,
 };
 
 /// Long enough for a window ending a minute or two from now, and the relay.
 const HELD_WAIT: Duration = Duration::from_secs(150);
-
-/// Quiet hours, in UTC, that hold now and end at the next minute boundary
-/// at least 20 seconds away.
-fn quiet_hours_ending_soon() -> Value {
-    let now = Utc::now();
-    let mut end = now
-        .duration_trunc(chrono::Duration::minutes(1))
-        .expect("a minute")
-        + chrono::Duration::minutes(1);
-    if (end - now).num_seconds() < 20 {
-        end += chrono::Duration::minutes(1);
-    }
-    let start = end - chrono::Duration::minutes(30);
-    let hm = |t: chrono::DateTime<Utc>| format!("{:02}:{:02}", t.hour(), t.minute());
-    json!({ "start": hm(start), "end": hm(end), "timeZone": "UTC" })
-}
 
 async fn register(pipeline: &Pipeline, n: u8, rules: Value) -> String {
     let mut body = json!({ "token": token(n), "environment": "sandbox" });

@@ -20,9 +20,12 @@ impl PushProvider for LoggingProvider {
     async fn send(&self, push: &Push) -> PushOutcome {
         // The device token is a credential for pushing to that phone; it
         // stays out of the log.
-        // The event's id and requestId come from the job's span.
+        // The event's id and requestId come from the job's span; a
+        // summary's job has no event, so its line names the summary.
+        let summary = push.alert.summary.then(|| push.alert.event_id.to_string());
         tracing::info!(
             deviceId = %push.device_id,
+            summaryId = summary.as_deref(),
             channel = %push.alert.channel,
             title = %push.alert.title,
             kind = push.target.kind().as_str(),
