@@ -80,6 +80,18 @@ pub async fn start_notifier(env: &[(&'static str, String)]) -> Service {
 
 /// A key with a quota no burst reaches, and the project's devices.
 pub async fn key_and_devices(env: &[(&'static str, String)], base: &str) -> (String, Scope) {
+    let (key, scope) = key(env);
+    for n in 1..=DEVICES {
+        let body = json!({ "token": format!("{n:02x}").repeat(32), "environment": "sandbox" });
+        let (status, answer) = process::post(base, "/v1/devices", &key, &body).await;
+        assert_eq!(status, 201, "{answer}");
+    }
+    (key, scope)
+}
+
+/// A key of a new project, with a quota no burst (or poll) reaches, made
+/// with `ingest keys create`.
+pub fn key(env: &[(&'static str, String)]) -> (String, Scope) {
     let project = format!("p{}", Uuid::new_v4().simple());
     let key = process::run(
         "ingest",
@@ -97,11 +109,6 @@ pub async fn key_and_devices(env: &[(&'static str, String)], base: &str) -> (Str
     )
     .trim()
     .to_owned();
-    for n in 1..=DEVICES {
-        let body = json!({ "token": format!("{n:02x}").repeat(32), "environment": "sandbox" });
-        let (status, answer) = process::post(base, "/v1/devices", &key, &body).await;
-        assert_eq!(status, 201, "{answer}");
-    }
     (key, Scope::new("acme", project))
 }
 

@@ -209,6 +209,17 @@ impl TestConfig {
     }
 }
 
+/// A store of `kind` of its own (a fresh SQLite file, or a fresh MongoDB
+/// database), opened as the services open theirs; the config keeps the
+/// SQLite directory alive.
+pub async fn open_store(kind: StoreKind) -> (Arc<dyn Store>, TestConfig) {
+    let test = TestConfig::new(kind);
+    let store = common::store::open(&test.store_config(), Duration::from_secs(10))
+        .await
+        .expect("store opens");
+    (store, test)
+}
+
 /// What runs in-process beside the API when the test's settings have no
 /// broker (embedded mode): the notifier worker ingest's binary runs
 /// (`notifier::Embedded`), with the test's push provider and notifier

@@ -405,3 +405,27 @@ impl Deliverer {
         Ok(())
     }
 }
+
+/// An event as the notifier reads it, for the unit tests of its steps.
+#[cfg(test)]
+pub(crate) fn sample_event(channel: &str, title: &str, priority: common::store::Priority) -> Event {
+    Event {
+        id: uuid::Uuid::now_v7(),
+        scope: Scope::new("o", "p"),
+        channel_name: channel.into(),
+        title: title.into(),
+        description: None,
+        icon: None,
+        tags: vec![],
+        metadata: Default::default(),
+        user_id: None,
+        notify: true,
+        source: None,
+        priority,
+        alert_key: None,
+        created_at: common::time::now(),
+        notification: NotificationState::Queued,
+        request_id: None,
+        notification_due_at: None,
+    }
+}

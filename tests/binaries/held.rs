@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tocsin_tests::{
-    drill::{base_env, open_store, pushes, start_ingest},
-    eventually, process,
+    drill::{base_env, key, open_store, pushes, start_ingest},
+    eventually,
     windows::quiet_hours_ending_soon,
 };
 use uuid::Uuid;
@@ -39,23 +39,7 @@ async fn kill_9_of_the_embedded_ingest_during_quiet_hours_still_yields_exactly_o
     let dir = tempfile::tempdir().expect("temp dir");
     let env = base_env(dir.path());
     let (mut first, base) = start_ingest(&env).await;
-    let project = format!("p{}", Uuid::new_v4().simple());
-    let key = process::run(
-        "ingest",
-        &[
-            "keys",
-            "create",
-            "--org",
-            "acme",
-            "--project",
-            &project,
-            "--rate-limit",
-            "1000000",
-        ],
-        &env,
-    )
-    .trim()
-    .to_owned();
+    let (key, scope) = key(&env);
     let client = reqwest::Client::new();
     let device = send(
         &client,
@@ -120,7 +104,6 @@ async fn kill_9_of_the_embedded_ingest_during_quiet_hours_still_yields_exactly_o
         "no held alert was pushed on its own: {sent:?}"
     );
     let store = open_store(dir.path()).await;
-    let scope = common::store::Scope::new("acme", project);
     for id in &held {
         let deliveries = store
             .list_deliveries(&scope, id.parse().expect("uuid"))

@@ -3,25 +3,17 @@
 //! twice or in two competing batches and is still claimed once, and a
 //! batch of outcomes records only the claims still held.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use chrono::Duration as Age;
 use common::store::{
-    Delivery, DeliveryClaim, DeliveryState, Scope, Store,
+    Delivery, DeliveryClaim, DeliveryState, Scope,
     lease::{ClaimKey, ClaimRequest},
 };
-use tocsin_tests::{StoreKind, TestConfig, for_each_store};
+use tocsin_tests::{StoreKind, for_each_store, open_store};
 use uuid::Uuid;
 
 const LEASE: Duration = Duration::from_secs(60);
-
-async fn open(kind: StoreKind) -> (Arc<dyn Store>, TestConfig) {
-    let test = TestConfig::new(kind);
-    let store = common::store::open(&test.store_config(), Duration::from_secs(10))
-        .await
-        .expect("store opens");
-    (store, test)
-}
 
 fn key(scope: &Scope, event_id: Uuid, device_id: Uuid) -> ClaimKey {
     ClaimKey {
@@ -63,7 +55,7 @@ fn outcome(
 }
 
 async fn a_batch_answers_each_delivery_as_its_own_claim_would(kind: StoreKind) {
-    let (store, _t) = open(kind).await;
+    let (store, _t) = open_store(kind).await;
     let scope = Scope::new("org", format!("p{}", Uuid::new_v4().simple()));
     let event = Uuid::now_v7();
     let [fresh, again, held, settled] = [(); 4].map(|_| key(&scope, event, Uuid::now_v7()));
@@ -142,7 +134,7 @@ async fn a_batch_answers_each_delivery_as_its_own_claim_would(kind: StoreKind) {
 }
 
 async fn competing_batches_claim_each_delivery_once(kind: StoreKind) {
-    let (store, _t) = open(kind).await;
+    let (store, _t) = open_store(kind).await;
     let scope = Scope::new("org", format!("p{}", Uuid::new_v4().simple()));
     let keys: Vec<ClaimKey> = (0..3)
         .flat_map(|_| {
@@ -178,7 +170,7 @@ async fn competing_batches_claim_each_delivery_once(kind: StoreKind) {
 }
 
 async fn a_batch_of_outcomes_records_only_the_claims_still_held(kind: StoreKind) {
-    let (store, _t) = open(kind).await;
+    let (store, _t) = open_store(kind).await;
     let scope = Scope::new("org", format!("p{}", Uuid::new_v4().simple()));
     let event = Uuid::now_v7();
     let keys = [(); 3].map(|_| key(&scope, event, Uuid::now_v7()));

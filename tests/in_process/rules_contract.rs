@@ -5,7 +5,7 @@
 //! many notifiers ask at once, and summaries that gather held alerts
 //! until they close.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use common::{
@@ -16,16 +16,8 @@ use common::{
         lease::{ClaimKey, ClaimRequest},
     },
 };
-use tocsin_tests::{StoreKind, TestConfig, for_each_store};
+use tocsin_tests::{StoreKind, for_each_store, open_store};
 use uuid::Uuid;
-
-async fn open(kind: StoreKind) -> (Arc<dyn Store>, TestConfig) {
-    let test = TestConfig::new(kind);
-    let store = common::store::open(&test.store_config(), Duration::from_secs(10))
-        .await
-        .expect("store opens");
-    (store, test)
-}
 
 fn scope() -> Scope {
     Scope::new("org", format!("p{}", Uuid::new_v4().simple()))
@@ -51,7 +43,7 @@ async fn device(store: &dyn Store, scope: &Scope, rules: AlertRules) -> common::
 }
 
 async fn a_device_patch_changes_only_what_it_names(kind: StoreKind) {
-    let (store, _test) = open(kind).await;
+    let (store, _test) = open_store(kind).await;
     let s = scope();
     let rules = AlertRules {
         channels: Some(vec!["payments".into()]),
@@ -135,7 +127,7 @@ fn withheld(event: Uuid, device: Uuid, state: DeliveryState) -> Delivery {
 }
 
 async fn withheld_deliveries_are_recorded_once_and_the_first_decision_stands(kind: StoreKind) {
-    let (store, _test) = open(kind).await;
+    let (store, _test) = open_store(kind).await;
     let s = scope();
     let (event, phone, tablet) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
     let filtered = DeliveryState::Filtered(FilterReason::Tag);
@@ -201,7 +193,7 @@ async fn withheld_deliveries_are_recorded_once_and_the_first_decision_stands(kin
 }
 
 async fn a_burst_window_admits_exactly_max_however_many_ask_at_once(kind: StoreKind) {
-    let (store, _test) = open(kind).await;
+    let (store, _test) = open_store(kind).await;
     let s = scope();
     let (device, burst) = (
         Uuid::now_v7(),
@@ -249,7 +241,7 @@ async fn a_burst_window_admits_exactly_max_however_many_ask_at_once(kind: StoreK
 }
 
 async fn held_alerts_join_one_summary_until_it_closes(kind: StoreKind) {
-    let (store, _test) = open(kind).await;
+    let (store, _test) = open_store(kind).await;
     let s = scope();
     let device = Uuid::now_v7();
     let due = at(600);

@@ -4,10 +4,10 @@
 use std::{sync::Arc, time::Duration};
 
 use chrono::Duration as Age;
-use common::store::{ApiKey, IdempotencyBegin, KeyScope, Scope, Store, StoredResponse};
+use common::store::{ApiKey, IdempotencyBegin, KeyScope, Scope, StoredResponse};
 use serde_json::{Map, json};
 use tocsin_tests::stored::StoredEvents as _;
-use tocsin_tests::{StoreKind, TestConfig, for_each_store, pending_event};
+use tocsin_tests::{StoreKind, TestConfig, for_each_store, open_store, pending_event};
 use uuid::Uuid;
 
 const TTL: Duration = Duration::from_secs(24 * 3600);
@@ -15,14 +15,6 @@ const LOCK: Duration = Duration::from_secs(60);
 /// The id a claim reserves for what its request creates.
 const RESOURCE: Uuid = Uuid::from_u128(0x0195_0000_0000_7000_8000_0000_0000_0001);
 const STARTED: IdempotencyBegin = IdempotencyBegin::Started { resource: RESOURCE };
-
-async fn open(kind: StoreKind) -> (Arc<dyn Store>, TestConfig) {
-    let test = TestConfig::new(kind);
-    let store = common::store::open(&test.store_config(), Duration::from_secs(10))
-        .await
-        .expect("store opens");
-    (store, test)
-}
 
 fn scope() -> Scope {
     Scope::new("org", format!("p{}", Uuid::new_v4().simple()))
@@ -54,7 +46,7 @@ fn api_key(scopes: Vec<KeyScope>) -> ApiKey {
 }
 
 async fn api_keys_are_found_by_hash_listed_and_revoked(kind: StoreKind) {
-    let (store, _t) = open(kind).await;
+    let (store, _t) = open_store(kind).await;
     let key = api_key(KeyScope::ALL.to_vec());
     store.insert_api_key(&key).await.expect("inserted");
     assert_eq!(
@@ -90,7 +82,7 @@ async fn api_keys_are_found_by_hash_listed_and_revoked(kind: StoreKind) {
 /// Whatever scopes a key has, found by hash or listed, it has exactly those:
 /// none, one, some, all.
 async fn api_key_scopes_round_trip(kind: StoreKind) {
-    let (store, _t) = open(kind).await;
+    let (store, _t) = open_store(kind).await;
     let mut sets: Vec<Vec<KeyScope>> = vec![vec![], KeyScope::ALL.to_vec()];
     sets.extend(KeyScope::ALL.map(|s| vec![s]));
     sets.push(vec![KeyScope::EventsRead, KeyScope::DevicesWrite]);
@@ -113,7 +105,7 @@ async fn api_key_scopes_round_trip(kind: StoreKind) {
 }
 
 async fn identities_merge_properties_and_union_aliases(kind: StoreKind) {
-    let (store, _t) = open(kind).await;
+    let (store, _t) = open_store(kind).await;
     let s = scope();
     let props = |v: serde_json::Value| v.as_object().cloned().unwrap_or_default();
     let t0 = common::time::now();
@@ -156,7 +148,7 @@ async fn identities_merge_properties_and_union_aliases(kind: StoreKind) {
 }
 
 async fn idempotency_claims_replay_and_mismatch(kind: StoreKind) {
-    let (store, _t) = open(kind).await;
+    let (store, _t) = open_store(kind).await;
     let s = scope();
     let now = common::time::now();
     let begin = |key: &'static str, print: &'static str| {
@@ -201,7 +193,7 @@ async fn idempotency_claims_replay_and_mismatch(kind: StoreKind) {
 }
 
 async fn expired_and_abandoned_claims_can_be_taken_over(kind: StoreKind) {
-    let (store, _t) = open(kind).await;
+    let (store, _t) = open_store(kind).await;
     let s = scope();
     let long_ago = common::time::now() - Age::hours(25);
     let now = common::time::now();
@@ -253,7 +245,7 @@ async fn expired_and_abandoned_claims_can_be_taken_over(kind: StoreKind) {
 async fn an_abandoned_claim_is_taken_over_at_once_by_the_same_request_with_its_reserved_id(
     kind: StoreKind,
 ) {
-    let (store, _t) = open(kind).await;
+    let (store, _t) = open_store(kind).await;
     let s = scope();
     let now = common::time::now();
     let first = Uuid::now_v7();
@@ -290,7 +282,7 @@ async fn an_abandoned_claim_is_taken_over_at_once_by_the_same_request_with_its_r
 
 async fn an_event_inserted_twice_is_stored_once(kind: StoreKind) {
     use common::store::{Event, Inserted, NotificationState as N};
-    let (store, _t) = open(kind).await;
+    let (store, _t) = open_store(kind).await;
     let s = scope();
     let event = Event {
         title: "first".into(),
@@ -314,7 +306,7 @@ async fn an_event_inserted_twice_is_stored_once(kind: StoreKind) {
 }
 
 async fn concurrent_claims_have_exactly_one_winner(kind: StoreKind) {
-    let (store, _t) = open(kind).await;
+    let (store, _t) = open_store(kind).await;
     let s = scope();
     let now = common::time::now();
     let claims = (0..20).map(|_| {
@@ -344,7 +336,7 @@ async fn concurrent_claims_have_exactly_one_winner(kind: StoreKind) {
 }
 
 async fn the_store_reopens_with_its_data(kind: StoreKind) {
-    let (store, test) = open(kind).await;
+    let (store, test) = open_store(kind).await;
     let s = scope();
     store
         .merge_identity(
@@ -370,7 +362,7 @@ async fn the_store_reopens_with_its_data(kind: StoreKind) {
 
 async fn deliveries_are_claimed_as_leases_fenced_and_given_up(kind: StoreKind) {
     use common::store::{Delivery, DeliveryClaim, DeliveryState, lease::ClaimRequest};
-    let (store, _t) = open(kind).await;
+    let (store, _t) = open_store(kind).await;
     let s = scope();
     let (event, device) = (Uuid::now_v7(), Uuid::now_v7());
     let now = common::time::now();
@@ -541,7 +533,7 @@ async fn deliveries_are_claimed_as_leases_fenced_and_given_up(kind: StoreKind) {
 }
 
 async fn events_are_read_many_at_once_each_in_its_own_scope(kind: StoreKind) {
-    let (store, _t) = open(kind).await;
+    let (store, _t) = open_store(kind).await;
     let (ours, theirs) = (scope(), scope());
     let (a, b, c) = (
         pending_event(&ours),
@@ -576,7 +568,7 @@ async fn an_event_settles_from_its_deliveries_in_one_call(kind: StoreKind) {
     use common::store::{
         Delivery, DeliveryState, Event, NotificationState as N, lease::ClaimRequest,
     };
-    let (store, _t) = open(kind).await;
+    let (store, _t) = open_store(kind).await;
     let s = scope();
     let now = common::time::now();
     let state_of = |id| {
@@ -691,7 +683,7 @@ async fn an_event_settles_from_its_deliveries_in_one_call(kind: StoreKind) {
 
 async fn notification_states_move_only_from_the_expected_ones(kind: StoreKind) {
     use common::store::{Event, NotificationState as N};
-    let (store, _t) = open(kind).await;
+    let (store, _t) = open_store(kind).await;
     let s = scope();
     let event = Event {
         created_at: common::time::now() - Age::seconds(10),
@@ -781,7 +773,7 @@ async fn notification_states_move_only_from_the_expected_ones(kind: StoreKind) {
 /// it, whichever states are asked for, and is still counted in its state.
 async fn only_unsettled_events_are_due(kind: StoreKind) {
     use common::store::{Event, NotificationState as N};
-    let (store, _t) = open(kind).await;
+    let (store, _t) = open_store(kind).await;
     let s = scope();
     let due_at = Some(common::time::now() - Age::seconds(5));
     let pending = Event {
@@ -843,7 +835,7 @@ async fn only_unsettled_events_are_due(kind: StoreKind) {
 /// request then died before its answer was sent (its claim abandoned, as
 /// after a deadline), and a second event is never written for the key.
 async fn an_event_inserted_with_its_outcome_makes_the_key_replay_it(kind: StoreKind) {
-    let (store, test) = open(kind).await;
+    let (store, test) = open_store(kind).await;
     let s = scope();
     let now = common::time::now();
     let begun = store

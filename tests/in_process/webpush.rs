@@ -366,7 +366,18 @@ async fn fcm_devices_are_stored_listed_and_logged(kind: StoreKind) {
 /// one with `Urgency: low` and a passive, silent payload. APNs' payload is
 /// what the provider renders for the push the worker handed it (a2 cannot
 /// be pointed at a local server).
-async fn the_priority_reaches_web_push_and_apns(kind: StoreKind) {
+/// A project with a subscribed browser, whose pushes reach the loopback push
+/// service, and APNs recorded.
+struct Both {
+    service: PushService,
+    apns: Arc<RecordingProvider>,
+    app: TestApp,
+    key: String,
+    subscription: Value,
+    endpoint: String,
+}
+
+async fn browser_and_recorded_apns(kind: StoreKind) -> Both {
     let service = PushService::start().await;
     let apns = Arc::new(RecordingProvider::default());
     let app = spawn(
@@ -383,6 +394,25 @@ async fn the_priority_reaches_web_push_and_apns(kind: StoreKind) {
         .expect("endpoint")
         .to_owned();
     assert_eq!(register(&app, &key, &subscription).await.status, 201);
+    Both {
+        service,
+        apns,
+        app,
+        key,
+        subscription,
+        endpoint,
+    }
+}
+
+async fn the_priority_reaches_web_push_and_apns(kind: StoreKind) {
+    let Both {
+        service,
+        apns,
+        app,
+        key,
+        endpoint,
+        ..
+    } = browser_and_recorded_apns(kind).await;
     let iphone = "ab".repeat(32);
     let device = json!({ "token": iphone, "environment": "sandbox" });
     assert_eq!(app.post("/v1/devices", &key, &device).await.status(), 201);
@@ -427,22 +457,14 @@ async fn the_priority_reaches_web_push_and_apns(kind: StoreKind) {
 /// `tag`, and Apple with the same `apns-collapse-id`; an event without one
 /// collapses on its own id; the channel is the APNs `thread-id`.
 async fn an_alert_key_replaces_the_earlier_alert_on_web_push_and_apns(kind: StoreKind) {
-    let service = PushService::start().await;
-    let apns = Arc::new(RecordingProvider::default());
-    let app = spawn(
-        kind,
-        &service,
-        |_| {},
-        Some(Arc::clone(&apns) as Arc<dyn PushProvider>),
-    )
-    .await;
-    let (key, _) = app.new_key().await;
-    let subscription = service.subscribe();
-    let endpoint = subscription["endpoint"]
-        .as_str()
-        .expect("endpoint")
-        .to_owned();
-    assert_eq!(register(&app, &key, &subscription).await.status, 201);
+    let Both {
+        service,
+        apns,
+        app,
+        key,
+        subscription,
+        endpoint,
+    } = browser_and_recorded_apns(kind).await;
     let iphone = "cd".repeat(32);
     let device = json!({ "token": iphone, "environment": "sandbox" });
     assert_eq!(app.post("/v1/devices", &key, &device).await.status(), 201);

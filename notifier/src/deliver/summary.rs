@@ -166,29 +166,11 @@ fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use common::store::{NotificationState, Priority, Scope};
+    use common::store::{Priority, Scope};
     use uuid::Uuid;
 
     fn event(channel: &str, title: &str, priority: Priority) -> Event {
-        Event {
-            id: Uuid::now_v7(),
-            scope: Scope::new("o", "p"),
-            channel_name: channel.into(),
-            title: title.into(),
-            description: None,
-            icon: None,
-            tags: vec![],
-            metadata: Default::default(),
-            user_id: None,
-            notify: true,
-            source: None,
-            priority,
-            alert_key: None,
-            created_at: common::time::now(),
-            notification: NotificationState::Skipped,
-            request_id: None,
-            notification_due_at: None,
-        }
+        crate::deliver::sample_event(channel, title, priority)
     }
 
     fn summary(reason: HoldReason, events: &[Event]) -> Summary {

@@ -96,31 +96,7 @@ mod tests {
     }
 
     fn event(priority: Priority) -> Event {
-        let mut event = tocsin_event();
-        event.priority = priority;
-        event
-    }
-
-    fn tocsin_event() -> Event {
-        Event {
-            id: Uuid::now_v7(),
-            scope: Scope::new("o", "p"),
-            channel_name: "payments".into(),
-            title: "Payment failed".into(),
-            description: None,
-            icon: None,
-            tags: vec![],
-            metadata: Default::default(),
-            user_id: None,
-            notify: true,
-            source: None,
-            priority: Priority::Normal,
-            alert_key: None,
-            created_at: Utc::now(),
-            notification: common::store::NotificationState::Queued,
-            request_id: None,
-            notification_due_at: None,
-        }
+        crate::deliver::sample_event("payments", "Payment failed", priority)
     }
 
     fn at(s: &str) -> DateTime<Utc> {
