@@ -1,6 +1,8 @@
 //! Retention: with `INGEST_RETENTION_DAYS` set, events older than that are
-//! deleted with their deliveries, in the background, in bounded batches (a
-//! short write transaction each, so requests keep flowing). Every replica
+//! deleted with their deliveries, and so are the summaries of held alerts
+//! sent before then (with their pushes' deliveries), in the background, in
+//! bounded batches (a short write transaction each, so requests keep
+//! flowing). Every replica
 //! may run it: deleting what another already deleted is a no-op.
 
 use std::{num::NonZeroU32, sync::Arc, time::Duration};
@@ -28,10 +30,11 @@ impl Retention {
     ) {
         loop {
             match self.pass(store.as_ref(), &metrics).await {
-                Ok(purged) if purged.events > 0 => {
+                Ok(purged) if purged.events + purged.summaries > 0 => {
                     tracing::info!(
                         events = purged.events,
                         deliveries = purged.deliveries,
+                        summaries = purged.summaries,
                         "retention removed old events"
                     );
                 }
@@ -49,19 +52,36 @@ impl Retention {
     async fn pass(&self, store: &dyn Store, metrics: &IngestMetrics) -> StoreResult<Purged> {
         let cutoff = common::time::now() - chrono::Duration::days(i64::from(self.keep_days.get()));
         let mut total = Purged::default();
+        let batch = self.batch.get();
         loop {
-            let purged = store.purge_events(cutoff, self.batch.get()).await?;
-            for (record, n) in [("events", purged.events), ("deliveries", purged.deliveries)] {
-                metrics
-                    .retention_removed
-                    .get_or_create(&RetentionLabels { record })
-                    .inc_by(n);
+            let purged = store.purge_events(cutoff, batch).await?;
+            Self::count(metrics, &purged, &mut total);
+            if purged.events < u64::from(batch) {
+                break;
             }
-            total.events += purged.events;
-            total.deliveries += purged.deliveries;
-            if purged.events < u64::from(self.batch.get()) {
+        }
+        loop {
+            let purged = store.purge_summaries(cutoff, batch).await?;
+            Self::count(metrics, &purged, &mut total);
+            if purged.summaries < u64::from(batch) {
                 return Ok(total);
             }
         }
+    }
+
+    fn count(metrics: &IngestMetrics, purged: &Purged, total: &mut Purged) {
+        for (record, n) in [
+            ("events", purged.events),
+            ("deliveries", purged.deliveries),
+            ("summaries", purged.summaries),
+        ] {
+            metrics
+                .retention_removed
+                .get_or_create(&RetentionLabels { record })
+                .inc_by(n);
+        }
+        total.events += purged.events;
+        total.deliveries += purged.deliveries;
+        total.summaries += purged.summaries;
     }
 }

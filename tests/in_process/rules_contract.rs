@@ -373,7 +373,66 @@ async fn held_alerts_join_one_summary_until_it_closes(kind: StoreKind) {
     );
 }
 
+async fn retention_removes_sent_summaries_with_their_pushes(kind: StoreKind) {
+    let (store, _test) = open_store(kind).await;
+    let s = scope();
+    let (device, event) = (Uuid::now_v7(), Uuid::now_v7());
+    let hold = |due| store.hold_alert(&s, device, HoldReason::Burst, due, event);
+    let Holding::Held { summary_id: old } = hold(at(60)).await.expect("held") else {
+        panic!("not held")
+    };
+    let Holding::Held { summary_id: open } = hold(at(120)).await.expect("held") else {
+        panic!("not held")
+    };
+    let done = store
+        .close_summary(&s, old)
+        .await
+        .expect("closed")
+        .expect("found");
+    store.finish_summary(&done, true).await.expect("finished");
+    // The summary's push, claimed under its id.
+    let request = ClaimRequest {
+        now: at(61),
+        lease: Duration::from_secs(30),
+        max_attempts: 3,
+    };
+    let push = ClaimKey {
+        scope: s.clone(),
+        event_id: old,
+        device_id: device,
+    };
+    store
+        .claim_deliveries(&[push], &request)
+        .await
+        .expect("claimed");
+
+    let purged = store.purge_summaries(at(3600), 100).await.expect("purged");
+    assert_eq!((purged.summaries, purged.deliveries), (1, 1), "{purged:?}");
+    assert!(
+        store
+            .list_deliveries(&s, old)
+            .await
+            .expect("listed")
+            .is_empty()
+    );
+    assert!(
+        store.close_summary(&s, old).await.expect("asked").is_none(),
+        "gone"
+    );
+    assert!(
+        store
+            .close_summary(&s, open)
+            .await
+            .expect("asked")
+            .is_some(),
+        "an open summary stays, whatever its age"
+    );
+    let again = store.purge_summaries(at(3600), 100).await.expect("purged");
+    assert_eq!(again.summaries, 0);
+}
+
 for_each_store!(
+    retention_removes_sent_summaries_with_their_pushes,
     a_device_patch_changes_only_what_it_names,
     withheld_deliveries_are_recorded_once_and_the_first_decision_stands,
     a_burst_window_admits_exactly_max_however_many_ask_at_once,

@@ -499,6 +499,11 @@ pub trait SummaryStore: Send + Sync {
     /// Marks a summary done; when it was `sent`, with its id on the held
     /// deliveries of its events to its device (the push they went out in).
     async fn finish_summary(&self, summary: &Summary, sent: bool) -> StoreResult<()>;
+    /// Removes up to `limit` done summaries whose window ended before
+    /// `ended_before`, with their pushes' deliveries, and the burst windows
+    /// that ended by then: one bounded step of retention.
+    async fn purge_summaries(&self, ended_before: DateTime<Utc>, limit: u32)
+    -> StoreResult<Purged>;
 }
 
 /// Where the data lives, chosen from configuration.

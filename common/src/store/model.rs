@@ -138,6 +138,8 @@ impl Bucket {
 pub struct Purged {
     pub events: u64,
     pub deliveries: u64,
+    /// Summaries of held alerts (with their pushes' deliveries).
+    pub summaries: u64,
 }
 
 /// Where an event's push notification stands.

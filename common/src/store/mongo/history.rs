@@ -246,7 +246,11 @@ impl HistoryStore for MongoStore {
                     .await
                     .map_err(classify)?
                     .deleted_count;
-                Ok(Purged { events, deliveries })
+                Ok(Purged {
+                    events,
+                    deliveries,
+                    summaries: 0,
+                })
             })
             .await
     }

@@ -19,7 +19,8 @@ use super::{
 use crate::{
     rules::{Burst, HoldReason},
     store::{
-        Admission, Holding, Scope, StoreError, StoreResult, Summary, SummaryState, SummaryStore,
+        Admission, Holding, Purged, Scope, StoreError, StoreResult, Summary, SummaryState,
+        SummaryStore,
     },
 };
 
@@ -257,6 +258,61 @@ impl SummaryStore for MongoStore {
                     .as_ref()
                     .map(summary_from_doc)
                     .transpose()
+            })
+            .await
+    }
+
+    async fn purge_summaries(
+        &self,
+        ended_before: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Purged> {
+        self.guard
+            .call("purge_summaries", async {
+                let oldest = find_all(
+                    &self.summaries(),
+                    doc! {
+                        "state": SummaryState::Done.as_str(),
+                        "dueAt": { "$lt": date(&ended_before) },
+                    },
+                    doc! { "_id": 1 },
+                    Some(i64::from(limit)),
+                )
+                .await?;
+                let ids: Vec<&str> = oldest
+                    .iter()
+                    .filter_map(|d| d.get_str("_id").ok())
+                    .collect();
+                // A window is over once it started before the cutoff by
+                // more than any window lasts (a day).
+                let stale = date(&(ended_before - chrono::Duration::days(1)));
+                self.db
+                    .collection::<Document>("burstWindows")
+                    .delete_many(doc! { "start": { "$lt": stale } })
+                    .await
+                    .map_err(classify)?;
+                if ids.is_empty() {
+                    return Ok(Purged::default());
+                }
+                // Deliveries first, as for events: a crash in between
+                // leaves a summary the next pass removes.
+                let deliveries = self
+                    .deliveries()
+                    .delete_many(doc! { "eventId": { "$in": &ids } })
+                    .await
+                    .map_err(classify)?
+                    .deleted_count;
+                let summaries = self
+                    .summaries()
+                    .delete_many(doc! { "_id": { "$in": &ids } })
+                    .await
+                    .map_err(classify)?
+                    .deleted_count;
+                Ok(Purged {
+                    events: 0,
+                    deliveries,
+                    summaries,
+                })
             })
             .await
     }

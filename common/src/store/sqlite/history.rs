@@ -248,6 +248,7 @@ impl HistoryStore for SqliteStore {
             Ok(Purged {
                 events: events as u64,
                 deliveries: deliveries as u64,
+                summaries: 0,
             })
         })
         .await

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::{
     rules::{Burst, HoldReason},
-    store::{Admission, Holding, Scope, StoreResult, Summary, SummaryState, SummaryStore},
+    store::{Admission, Holding, Purged, Scope, StoreResult, Summary, SummaryState, SummaryStore},
 };
 
 const SUMMARY_COLUMNS: &str = "id, org, project, device_id, reason, due_ms, events, state";
@@ -204,6 +204,45 @@ impl SummaryStore for SqliteStore {
             let summary = summary_in(&tx, &scope, id)?;
             tx.commit()?;
             Ok(summary)
+        })
+        .await
+    }
+
+    async fn purge_summaries(
+        &self,
+        ended_before: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Purged> {
+        self.run("purge_summaries", move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let cutoff = ms(&ended_before);
+            let ids: Vec<String> = tx
+                .prepare_cached(
+                    "SELECT id FROM summaries WHERE state = 'done' AND due_ms < ?1 LIMIT ?2",
+                )?
+                .query_map(params![cutoff, limit], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            let ids = to_json(&ids)?;
+            let deliveries = tx.execute(
+                "DELETE FROM deliveries WHERE event_id IN (SELECT value FROM json_each(?1))",
+                [&ids],
+            )?;
+            let summaries = tx.execute(
+                "DELETE FROM summaries WHERE id IN (SELECT value FROM json_each(?1))",
+                [&ids],
+            )?;
+            // A window is over once it started before the cutoff by more
+            // than any window lasts (a day).
+            tx.execute(
+                "DELETE FROM burst_windows WHERE start_ms < ?1",
+                [cutoff - 86_400_000],
+            )?;
+            tx.commit()?;
+            Ok(Purged {
+                events: 0,
+                deliveries: deliveries as u64,
+                summaries: summaries as u64,
+            })
         })
         .await
     }
