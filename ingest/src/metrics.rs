@@ -62,7 +62,7 @@ pub struct IngestMetrics {
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RetentionLabels {
-    /// `events` or `deliveries`.
+    /// `events`, `deliveries` or `summaries`.
     pub record: &'static str,
 }
 
@@ -139,7 +139,7 @@ impl IngestMetrics {
             "Records removed because they were older than INGEST_RETENTION_DAYS",
             metrics.retention_removed.clone(),
         );
-        for record in ["events", "deliveries"] {
+        for record in ["events", "deliveries", "summaries"] {
             metrics
                 .retention_removed
                 .get_or_create(&RetentionLabels { record })
