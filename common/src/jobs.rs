@@ -28,6 +28,10 @@ pub struct SummaryJob {
     pub summary_id: Uuid,
     pub scope: Scope,
     pub device_id: Uuid,
+    /// When its window ends: a job that arrives before (published early,
+    /// by hand or by a clock ahead) waits for it instead of cutting the
+    /// window short.
+    pub due_at: chrono::DateTime<chrono::Utc>,
     /// 0 for the first try; each retry of a failed push adds one.
     #[serde(default)]
     pub attempt: u32,

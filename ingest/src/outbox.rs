@@ -246,6 +246,7 @@ impl Outbox {
                     summary_id: summary.id,
                     scope: summary.scope.clone(),
                     device_id: summary.device_id,
+                    due_at: summary.due_at,
                     attempt: 0,
                 });
                 if let Err(e) = self.queue.publish(&job).await {

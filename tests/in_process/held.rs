@@ -226,3 +226,66 @@ async fn embedded_mongo() {
 async fn rabbitmq() {
     held_alerts_come_out_once(Pipeline::with_broker(StoreKind::Sqlite, None).await).await;
 }
+
+/// Two notifiers on one broker, and the summary's job published three
+/// times (the relay's, and two more, as another replica's relay or a
+/// redelivery would, these two before the window ends): one summary push,
+/// not cut short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_notifiers_given_a_summarys_job_three_times_send_it_once_when_its_window_ends() {
+    let pipeline = Pipeline::with_broker(StoreKind::Sqlite, None).await;
+    let second = notifier::start(
+        &pipeline.notifier_config,
+        std::sync::Arc::clone(&pipeline.app.store),
+        pipeline.provider.clone(),
+    )
+    .await
+    .expect("a second notifier starts");
+    let quiet = quiet_hours_ending_soon();
+    let device = register(&pipeline, 5, json!({ "quietHours": quiet })).await;
+    let id = record(&pipeline, "payments", "Payment failed", "normal").await;
+    assert_eq!(delivery(&pipeline, &id, &device).await["state"], "held");
+
+    let summary = pipeline
+        .app
+        .store
+        .summaries_due(
+            chrono::DateTime::<chrono::Utc>::MAX_UTC,
+            chrono::DateTime::<chrono::Utc>::MAX_UTC,
+            None,
+            100,
+        )
+        .await
+        .expect("read")
+        .into_iter()
+        .find(|s| s.scope == pipeline.scope)
+        .expect("the device's summary");
+    let amqp = pipeline.notifier_config.backend.amqp().expect("a broker");
+    let (producer, _) = common::queue::open(&common::queue::QueueConfig::Amqp(amqp));
+    let job = common::jobs::Job::SummaryV1(common::jobs::SummaryJob {
+        summary_id: summary.id,
+        scope: summary.scope.clone(),
+        device_id: summary.device_id,
+        due_at: summary.due_at,
+        attempt: 0,
+    });
+    for _ in 0..2 {
+        producer.publish(&job).await.expect("published");
+    }
+    let sent = assert_only_one(&pipeline, 5).await;
+    assert_eq!(sent.alert.event_id, summary.id);
+    // Its push, claimed under its id, was sent once its window had ended.
+    let pushed = pipeline
+        .app
+        .store
+        .list_deliveries(&summary.scope, summary.id)
+        .await
+        .expect("listed");
+    assert_eq!(pushed.len(), 1, "{pushed:?}");
+    assert!(
+        pushed[0].updated_at >= summary.due_at,
+        "not before its window ended: {pushed:?}"
+    );
+    second.shutdown().await;
+    pipeline.finish().await;
+}

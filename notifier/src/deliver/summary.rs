@@ -24,6 +24,12 @@ const NAMED_CHANNELS: usize = 3;
 impl Deliverer {
     /// Processes one summary job.
     pub async fn summarize(&self, job: &SummaryJob) -> Result<JobOutcome, DeliverError> {
+        let early = (job.due_at - self.clock.now()).to_std();
+        if let Ok(early) = early.map(|d| d.max(std::time::Duration::from_millis(1))) {
+            // Its window has not ended: closing it now would cut it short.
+            self.summary_again(job, job.attempt, early).await?;
+            return Ok(JobOutcome::Done);
+        }
         let Some(summary) = self.store.close_summary(&job.scope, job.summary_id).await? else {
             tracing::warn!("summary not found; nothing to send");
             return Ok(JobOutcome::Done);
