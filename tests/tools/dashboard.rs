@@ -290,3 +290,117 @@ async fn the_dashboard_refuses_an_api_key_or_a_wrong_token_and_keeps_neither() {
     }
     browser.close().await;
 }
+
+/// Each device's alert rules in its row of the project's devices, in a
+/// line, the defaults as "all alerts".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_device_list_shows_each_devices_alert_rules() {
+    let app = TestApp::spawn(StoreKind::Sqlite).await;
+    let token = app.create_admin("ops-lead").await;
+    let admin = |path: &str, body: serde_json::Value| {
+        let (app, token, path) = (&app, &token, path.to_owned());
+        async move {
+            let reply = app
+                .call(reqwest::Method::POST, &path, token, Some(&body))
+                .await;
+            assert_eq!(reply.status, 201, "{path}: {}", reply.body);
+            reply.body["data"].clone()
+        }
+    };
+    let org = admin("/admin/v1/organizations", json!({ "name": "acme" })).await;
+    let project = admin(
+        &format!(
+            "/admin/v1/organizations/{}/projects",
+            org["id"].as_str().expect("id")
+        ),
+        json!({ "name": "web" }),
+    )
+    .await;
+    let key = admin(
+        &format!(
+            "/admin/v1/projects/{}/keys",
+            project["id"].as_str().expect("id")
+        ),
+        json!({ "scopes": ["devices:write"] }),
+    )
+    .await;
+    let key = key["secret"].as_str().expect("the secret");
+    for (n, name, rules) in [
+        (1, "Plain phone", json!({})),
+        (
+            2,
+            "On-call phone",
+            json!({ "minPriority": "normal", "channels": ["payments"], "tags": ["db", "disk"],
+                "quietHours": { "start": "22:00", "end": "07:00", "timeZone": "Europe/Berlin" },
+                "burst": { "max": 5, "perMinutes": 10 } }),
+        ),
+        (
+            3,
+            "Night tablet",
+            json!({ "minPriority": "high", "quietHours": { "start": "23:30", "end": "06:00",
+                "timeZone": "UTC", "allowPriority": null } }),
+        ),
+    ] {
+        let mut body = json!({ "token": tocsin_tests::pipeline::token(n), "environment": "sandbox",
+            "name": name });
+        body.as_object_mut()
+            .expect("object")
+            .extend(rules.as_object().expect("object").clone());
+        let status = app.post("/v1/devices", key, &body).await.status();
+        assert_eq!(status, 201, "{name}");
+    }
+
+    let browser = Browser::opened_at(&app.url("/dashboard")).await;
+    browser.type_into("#token-input", &token).await;
+    browser.click("#token-form button[type=submit]").await;
+    browser
+        .dashboard("the signed-in dashboard", |d| {
+            d.orgs.iter().any(|o| o.projects == ["web"])
+        })
+        .await;
+    // The tab (the project list is drawn again as it loads: a button of
+    // it may be replaced between finding and clicking it); the only
+    // project is the one shown.
+    browser.click(".tabs a[data-view=devices]").await;
+    let rows: Vec<(String, String)> = browser
+        .wait_for(
+            "return [...document.querySelectorAll('#devices tbody tr')].map((tr) =>\
+               [tr.querySelector('td[data-label=Name]').textContent,\
+                tr.querySelector('td[data-label=Rules]').textContent]);",
+            LOAD_TIMEOUT,
+            "the devices with their rules",
+            |rows: &Vec<(String, String)>| rows.len() == 3,
+        )
+        .await;
+    let rules = |name: &str| {
+        rows.iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, rules)| rules.as_str())
+            .unwrap_or_else(|| panic!("no row for {name}: {rows:?}"))
+    };
+    assert_eq!(rules("Plain phone"), "all alerts");
+    assert_eq!(
+        rules("On-call phone"),
+        "≥ normal · quiet 22:00–07:00 Europe/Berlin (high through) · 5/10 min · #payments · tagged db, disk"
+    );
+    assert_eq!(
+        rules("Night tablet"),
+        "≥ high · quiet 23:30–06:00 UTC (nothing through)"
+    );
+    let heading = browser
+        .script("return [...document.querySelectorAll('#devices thead th')].map((th) => th.textContent)")
+        .await;
+    assert!(
+        heading
+            .as_array()
+            .expect("headings")
+            .contains(&json!("Rules")),
+        "{heading}"
+    );
+    browser.screenshot("dashboard-devices.png").await;
+    browser
+        .assert_fits_a_phone("dashboard-devices-phone.png")
+        .await;
+    browser.close().await;
+    app.stop().await;
+}

@@ -7,7 +7,8 @@
 //! encrypted, and the service worker shows it as a notification; "Stop
 //! notifications" removes the device; a key without `devices:write` is
 //! told so; the button is not offered without a VAPID key, nor on an
-//! iPhone outside a Home Screen app.
+//! iPhone outside a Home Screen app. (The device's alert settings on the
+//! page, and the worker's tags and digests: feed_rules.rs.)
 //!
 //! The one stand-in: headless Chromium cannot reach a browser vendor's push
 //! service from here (and must not: tests send traffic only to loopback),
@@ -32,7 +33,7 @@ use tocsin_tests::{
 use crate::browser::{Browser, LOAD_TIMEOUT};
 
 /// An alert's way from the event to the push service and on to the worker.
-const DELIVERY: Duration = Duration::from_secs(20);
+pub(crate) const DELIVERY: Duration = Duration::from_secs(20);
 
 /// The alerts section as the page shows it.
 const SNAPSHOT: &str = r#"
@@ -101,7 +102,7 @@ impl Browser {
     /// The id Chromium gave the service worker registration of `origin`,
     /// read from its own list (chrome://serviceworker-internals) in a tab
     /// of its own.
-    async fn registration_id(&self, origin: &str) -> String {
+    pub(crate) async fn registration_id(&self, origin: &str) -> String {
         let feed = self.client.window().await.expect("the feed's window");
         let tab = self.client.new_window(true).await.expect("a new tab");
         self.client
@@ -138,7 +139,7 @@ impl Browser {
 
 /// Ingest in embedded mode with a VAPID key, the push service's origin
 /// allowed, and the push service expecting the key ingest serves.
-async fn app_with_webpush(service: &PushService) -> (TestApp, String) {
+pub(crate) async fn app_with_webpush(service: &PushService) -> (TestApp, String) {
     let (private, _) = notifier::push::webpush::vapid::VapidKey::generate();
     let mut notifier = test_notifier_config();
     notifier.vapid_private_key = Some(common::config::Secret::new(private));
@@ -162,7 +163,7 @@ async fn app_with_webpush(service: &PushService) -> (TestApp, String) {
     (app, public_key)
 }
 
-async fn devices(app: &TestApp, key: &str) -> Vec<Value> {
+pub(crate) async fn devices(app: &TestApp, key: &str) -> Vec<Value> {
     let reply = Reply::of(app.get_as("/v1/devices", key).await).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     reply.body["data"]["devices"]
@@ -234,6 +235,16 @@ async fn notify_me_registers_this_browser_and_its_worker_shows_the_alert() {
     assert_eq!(device["endpoint"], endpoint.as_str(), "{device}");
     assert_eq!(device["active"], true, "{device}");
     assert_eq!(device["name"], "Chrome on Linux", "{device}");
+    // A new device comes with a burst limit, so a noisy source cannot
+    // flood the browser; the other rules are the defaults.
+    assert_eq!(
+        device["burst"],
+        json!({ "max": 5, "perMinutes": 10 }),
+        "{device}"
+    );
+    assert_eq!(device["minPriority"], "low", "{device}");
+    assert_eq!(device["quietHours"], Value::Null, "{device}");
+    assert_eq!(device["channels"], Value::Null, "{device}");
     let remembered: Value =
         serde_json::from_str(on.device.as_deref().expect("remembered")).expect("JSON");
     assert_eq!(remembered["id"], device["id"]);

@@ -13,5 +13,6 @@ mod deploy;
 mod docs;
 mod feed;
 mod feed_alerts;
+mod feed_rules;
 mod fuzz;
 mod openapi;

@@ -534,6 +534,25 @@
     return token.length > 20 ? token.slice(0, 10) + '…' + token.slice(-6) : token;
   }
 
+  // A device's alert rules in a line: "≥ normal · quiet 22:00–07:00
+  // Europe/Berlin (high through) · 5/10 min · #payments · tagged db";
+  // "all alerts" when it has none.
+  function rulesText(d) {
+    const q = d.quietHours;
+    const through = q && (q.allowPriority ? q.allowPriority + (q.allowPriority === 'high' ? '' : '+') : 'nothing');
+    return (
+      [
+        d.minPriority && d.minPriority !== 'low' && '≥ ' + d.minPriority,
+        q && 'quiet ' + q.start + '–' + q.end + ' ' + q.timeZone + ' (' + through + ' through)',
+        d.burst && d.burst.max + '/' + d.burst.perMinutes + ' min',
+        d.channels && d.channels.map((c) => '#' + c).join(' '),
+        d.tags && 'tagged ' + d.tags.join(', '),
+      ]
+        .filter(Boolean)
+        .join(' · ') || 'all alerts'
+    );
+  }
+
   function deviceRow(project, d) {
     const row = el('tr', d.active === false ? 'revoked' : null);
     row.dataset.id = d.id;
@@ -542,7 +561,7 @@
     cell(row, 'Kind', [d.kind || null, d.environment || null].filter(Boolean).join(' · ') || null);
     const token = el('code', null, shortToken(d.token || d.endpoint) || '—');
     cell(row, 'Token', token);
-    cell(row, 'Channels', d.channels && d.channels.length ? chips(d.channels) : 'all');
+    cell(row, 'Rules', rulesText(d)).className = 'rules';
     cell(row, 'Status', d.active === false ? chips(['Inactive' + (d.deactivatedReason ? ': ' + d.deactivatedReason : '')], 'bad') : chips(['Active'], 'good'));
     cell(row, 'Connected', time(d.createdAt));
     const actions = cell(row, 'Actions', '');

@@ -144,13 +144,16 @@
   }
 
   // `/#key=…`: stored, then removed from the address bar (and history);
-  // `/#event=…` (an alert clicked): that event shown once it is listed.
+  // `/#event=…` (an alert clicked): that event shown once it is listed;
+  // `/#channel=…` (a summary alert clicked): the feed of that channel.
   function takeKeyFromFragment() {
     const key = fragment('key');
     const event = fragment('event');
-    if (key === null && event === null) return false;
+    const channel = fragment('channel');
+    if (key === null && event === null && channel === null) return false;
     history.replaceState(null, '', location.pathname + location.search);
     if (event) focusEvent(event);
+    if (channel) showChannel(channel);
     if (!key) return false;
     localStorage.setItem(STORAGE, key);
     return true;
@@ -280,6 +283,17 @@
     for (const other of $('events').querySelectorAll('.focus')) other.classList.remove('focus');
     li.classList.add('focus');
     li.scrollIntoView({ block: 'center' });
+  }
+
+  // A summary's channel (it tells how many alerts of it were held back):
+  // its events alone, with any other filter that would hide some off.
+  // Before the feed has started, the filter is only set: start() loads
+  // with it.
+  function showChannel(channel) {
+    const filter = { channel, tag: null, userId: null, q: '' };
+    $('search').value = '';
+    if (state.key) setFilter(filter);
+    else state.filter = filter;
   }
 
   // Newest first, as the API orders them: createdAt, then id.
@@ -641,10 +655,13 @@
     window.addEventListener('hashchange', () => {
       if (takeKeyFromFragment()) start();
     });
-    // An alert clicked while the feed is open (sw.js).
+    // An alert clicked while the feed is open (sw.js): an event's, or a
+    // summary's, which names its channel.
     if ('serviceWorker' in navigator) {
       navigator.serviceWorker.addEventListener('message', (e) => {
-        if (e.data && e.data.type === 'tocsin:event' && typeof e.data.eventId === 'string') focusEvent(e.data.eventId);
+        const m = e.data || {};
+        if (m.type === 'tocsin:event' && typeof m.eventId === 'string') focusEvent(m.eventId);
+        if (m.type === 'tocsin:channel' && typeof m.channel === 'string' && m.channel) showChannel(m.channel);
       });
     }
     setInterval(refreshTimes, 60000);
