@@ -165,14 +165,7 @@ impl DeliveryStore for MongoStore {
                 if usize::try_from(matched).is_ok_and(|n| n == deliveries.len()) {
                     return Ok(vec![true; deliveries.len()]);
                 }
-                let keys: Vec<ClaimKey> = deliveries
-                    .iter()
-                    .map(|(scope, d)| ClaimKey {
-                        scope: scope.clone(),
-                        event_id: d.event_id,
-                        device_id: d.device_id,
-                    })
-                    .collect();
+                let keys = keys_of(deliveries);
                 let written = marked(self, &keys, "finishedBy", &mark).await?;
                 Ok(deliveries
                     .iter()
@@ -198,14 +191,7 @@ impl DeliveryStore for MongoStore {
                     return Ok(Vec::new());
                 }
                 let mark = Uuid::new_v4().to_string();
-                let keys: Vec<ClaimKey> = deliveries
-                    .iter()
-                    .map(|(scope, d)| ClaimKey {
-                        scope: scope.clone(),
-                        event_id: d.event_id,
-                        device_id: d.device_id,
-                    })
-                    .collect();
+                let keys = keys_of(deliveries);
                 let docs = keys.iter().zip(deliveries).map(|(key, (_, d))| {
                     let mut doc = key_filter(key);
                     doc.insert("org", &key.scope.org);
@@ -380,6 +366,18 @@ fn fresh(key: &ClaimKey, attempt: u32, lease_until: DateTime, now: DateTime) -> 
     fresh.insert("leaseUntil", lease_until);
     fresh.insert("updatedAt", now);
     fresh
+}
+
+/// The key of each delivery of a batch.
+fn keys_of(deliveries: &[(Scope, Delivery)]) -> Vec<ClaimKey> {
+    deliveries
+        .iter()
+        .map(|(scope, d)| ClaimKey {
+            scope: scope.clone(),
+            event_id: d.event_id,
+            device_id: d.device_id,
+        })
+        .collect()
 }
 
 /// The unique key of a delivery's record.

@@ -231,21 +231,7 @@ impl HistoryStore for MongoStore {
                 if ids.is_empty() {
                     return Ok(Purged::default());
                 }
-                // Deliveries first: a crash in between leaves events without their
-                // deliveries, which the next pass removes, never deliveries without
-                // their event.
-                let deliveries = self
-                    .deliveries()
-                    .delete_many(doc! { "eventId": { "$in": &ids } })
-                    .await
-                    .map_err(classify)?
-                    .deleted_count;
-                let events = self
-                    .events()
-                    .delete_many(doc! { "_id": { "$in": &ids } })
-                    .await
-                    .map_err(classify)?
-                    .deleted_count;
+                let (events, deliveries) = self.purge_with_deliveries(&self.events(), &ids).await?;
                 Ok(Purged {
                     events,
                     deliveries,

@@ -224,6 +224,30 @@ impl MongoStore {
         Ok(())
     }
 
+    /// Removes the records of `collection` with these ids, and the
+    /// deliveries keyed by them (an event's, or a summary's push): the
+    /// deliveries first, so a crash in between leaves records without their
+    /// deliveries, which the next pass removes, never deliveries without
+    /// their record. Returns how many of each went.
+    async fn purge_with_deliveries(
+        &self,
+        collection: &Collection<Document>,
+        ids: &[&str],
+    ) -> StoreResult<(u64, u64)> {
+        let deliveries = self
+            .deliveries()
+            .delete_many(doc! { "eventId": { "$in": ids } })
+            .await
+            .map_err(classify)?
+            .deleted_count;
+        let records = collection
+            .delete_many(doc! { "_id": { "$in": ids } })
+            .await
+            .map_err(classify)?
+            .deleted_count;
+        Ok((records, deliveries))
+    }
+
     fn keys(&self) -> Collection<Document> {
         self.db.collection("api_keys")
     }

@@ -294,20 +294,8 @@ impl SummaryStore for MongoStore {
                 if ids.is_empty() {
                     return Ok(Purged::default());
                 }
-                // Deliveries first, as for events: a crash in between
-                // leaves a summary the next pass removes.
-                let deliveries = self
-                    .deliveries()
-                    .delete_many(doc! { "eventId": { "$in": &ids } })
-                    .await
-                    .map_err(classify)?
-                    .deleted_count;
-                let summaries = self
-                    .summaries()
-                    .delete_many(doc! { "_id": { "$in": &ids } })
-                    .await
-                    .map_err(classify)?
-                    .deleted_count;
+                let (summaries, deliveries) =
+                    self.purge_with_deliveries(&self.summaries(), &ids).await?;
                 Ok(Purged {
                     events: 0,
                     deliveries,
