@@ -1,13 +1,16 @@
-//! Which push endpoints Tocsin may contact: the one policy against
-//! server-side request forgery. A Web Push endpoint is a URL chosen by
-//! whoever holds a key that may register devices, so it must be `https`, carry
-//! no user name or password, and name a host that is, and resolves only to,
-//! public addresses — unless its origin is one the operator allowed
-//! (`NOTIFIER_WEBPUSH_ALLOWED_ENDPOINTS`: tests, intranet push services).
+//! Which URLs Tocsin may contact: the one policy against server-side
+//! request forgery. A Web Push endpoint is a URL chosen by whoever holds a
+//! key that may register devices, and a destination's URL (a webhook,
+//! Slack, Discord, ntfy) one chosen by an admin; either must be `https`,
+//! carry no user name or password, and name a host that is, and resolves
+//! only to, public addresses — unless the operator allowed it: Web Push
+//! endpoints by origin (`NOTIFIER_WEBPUSH_ALLOWED_ENDPOINTS`), destinations
+//! by host name or CIDR (`NOTIFIER_DESTINATIONS_ALLOW`, [`AllowedHosts`]),
+//! for tests and intranet services. An allowed target may use plain http.
 //!
-//! Ingest checks at registration; the notifier checks again at every send,
-//! resolving the name and connecting only to the addresses it checked
-//! (see `notifier::push::webpush`), since a name may re-resolve.
+//! Ingest checks at registration (or creation); the notifier checks again
+//! at every send, resolving the name and connecting only to the addresses
+//! it checked (see `notifier::http`), since a name may re-resolve.
 
 use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
@@ -83,6 +86,55 @@ impl AllowedOrigins {
     }
 }
 
+/// Hosts the operator allowed whatever their addresses, by name
+/// (`ntfy.internal`) or by address block (`127.0.0.1`, `10.0.0.0/8`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowedHosts {
+    names: Vec<String>,
+    nets: Vec<ipnet::IpNet>,
+}
+
+impl AllowedHosts {
+    /// Parses a comma-separated list of host names, addresses and CIDR
+    /// blocks (empty: none). The error says which entry is wrong.
+    pub fn parse(list: &str) -> Result<Self, String> {
+        let mut hosts = Self::default();
+        for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            if let Ok(net) = entry.parse::<ipnet::IpNet>() {
+                hosts.nets.push(net.trunc());
+            } else if let Ok(ip) = entry.trim_matches(['[', ']']).parse::<IpAddr>() {
+                hosts.nets.push(ipnet::IpNet::from(ip));
+            } else if let Ok(Host::Domain(name)) = Host::parse(entry) {
+                hosts.names.push(name.to_ascii_lowercase());
+            } else {
+                return Err(format!(
+                    "{entry:?} is not a host name, an IP address or a CIDR block"
+                ));
+            }
+        }
+        Ok(hosts)
+    }
+
+    /// Whether connecting to `ip` is allowed whatever kind of address it is.
+    pub fn contains_ip(&self, ip: IpAddr) -> bool {
+        self.nets.iter().any(|net| net.contains(&ip))
+    }
+
+    /// Whether the URL's host is allowed: its name, or its address.
+    pub fn contains(&self, url: &Url) -> bool {
+        match url.host() {
+            Some(Host::Domain(name)) => self.names.iter().any(|n| n.eq_ignore_ascii_case(name)),
+            Some(Host::Ipv4(ip)) => self.contains_ip(IpAddr::V4(ip)),
+            Some(Host::Ipv6(ip)) => self.contains_ip(IpAddr::V6(ip)),
+            None => false,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty() && self.nets.is_empty()
+    }
+}
+
 /// What the policy found for an endpoint that may be contacted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Checked {
@@ -96,15 +148,43 @@ pub enum Checked {
 /// How long a registration waits for the endpoint's name to resolve.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The endpoint policy with the operator's allow-list.
+/// The endpoint policy with the operator's allow-lists.
 #[derive(Debug, Clone, Default)]
 pub struct EndpointPolicy {
     pub allowed: AllowedOrigins,
+    pub allowed_hosts: AllowedHosts,
 }
 
 impl EndpointPolicy {
+    /// Web Push's policy: origins allowed.
     pub fn new(allowed: AllowedOrigins) -> Self {
-        Self { allowed }
+        Self {
+            allowed,
+            allowed_hosts: AllowedHosts::default(),
+        }
+    }
+
+    /// Destinations' policy: hosts and address blocks allowed.
+    pub fn hosts(allowed_hosts: AllowedHosts) -> Self {
+        Self {
+            allowed: AllowedOrigins::default(),
+            allowed_hosts,
+        }
+    }
+
+    /// Whether the resolved address `ip` may be connected to.
+    pub fn reachable(&self, ip: IpAddr) -> bool {
+        is_public(ip) || self.allowed_hosts.contains_ip(ip)
+    }
+
+    /// Refuses a resolution with any address that may not be connected to
+    /// (one is enough for a connection to land there).
+    pub fn only_reachable(&self, addrs: &[SocketAddr]) -> Result<(), Refusal> {
+        if addrs.iter().all(|a| self.reachable(a.ip())) {
+            Ok(())
+        } else {
+            Err(Refusal::NonPublic)
+        }
     }
 
     /// Everything that can be told without DNS: the URL's form, and its
@@ -114,7 +194,10 @@ impl EndpointPolicy {
         if !url.username().is_empty() || url.password().is_some() {
             return Err(Refusal::Userinfo);
         }
-        if self.allowed.contains(&url) {
+        if self.allowed.contains(&url) || self.allowed_hosts.contains(&url) {
+            if !matches!(url.scheme(), "http" | "https") {
+                return Err(Refusal::NotHttps);
+            }
             return Ok(Checked::Allowed(url));
         }
         if url.scheme() != "https" {
@@ -140,20 +223,10 @@ impl EndpointPolicy {
             let lookup = tokio::net::lookup_host((name, port));
             if let Ok(Ok(addrs)) = tokio::time::timeout(RESOLVE_TIMEOUT, lookup).await {
                 let addrs: Vec<SocketAddr> = addrs.collect();
-                only_public(&addrs)?;
+                self.only_reachable(&addrs)?;
             }
         }
         Ok(checked)
-    }
-}
-
-/// Refuses a resolution with any non-public address (one is enough for a
-/// connection to land there).
-pub fn only_public(addrs: &[SocketAddr]) -> Result<(), Refusal> {
-    if addrs.iter().all(|a| is_public(a.ip())) {
-        Ok(())
-    } else {
-        Err(Refusal::NonPublic)
     }
 }
 
@@ -359,6 +432,42 @@ mod tests {
         ] {
             assert!(AllowedOrigins::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn allowed_hosts_are_names_addresses_and_blocks() {
+        let hosts =
+            AllowedHosts::parse("127.0.0.1, 10.0.0.0/8, ntfy.Internal, ::1").expect("hosts");
+        let policy = EndpointPolicy::hosts(hosts);
+        for url in [
+            "http://127.0.0.1:9000/hook",
+            "https://10.20.30.40/x",
+            "http://ntfy.internal/topic",
+            "http://[::1]:80/x",
+        ] {
+            assert!(
+                matches!(policy.check_url(url), Ok(Checked::Allowed(_))),
+                "{url}"
+            );
+        }
+        assert_eq!(
+            policy.check_url("http://127.0.0.2/x"),
+            Err(Refusal::NotHttps)
+        );
+        assert_eq!(
+            policy.check_url("https://192.168.1.1/x"),
+            Err(Refusal::NonPublic)
+        );
+        assert_eq!(
+            policy.check_url("ftp://127.0.0.1/x"),
+            Err(Refusal::NotHttps)
+        );
+        // A name resolving into an allowed block may be connected to.
+        assert!(policy.reachable(ip("10.1.1.1")));
+        assert!(!policy.reachable(ip("192.168.1.1")));
+        assert!(AllowedHosts::parse("not a host!").is_err());
+        assert!(AllowedHosts::parse("10.0.0.0/33").is_err());
+        assert!(AllowedHosts::parse("").expect("empty").is_empty());
     }
 
     #[tokio::test]

@@ -6,6 +6,7 @@
 //! through which ingest runs a notifier in its own process ([`embedded`]).
 
 pub mod config;
+pub mod destination;
 pub mod embedded;
 pub mod endpoint;
 pub mod jobs;
@@ -14,6 +15,7 @@ pub mod metrics;
 pub mod probe;
 pub mod queue;
 pub mod rules;
+pub mod sealed;
 pub mod shutdown;
 pub mod store;
 pub mod telemetry;

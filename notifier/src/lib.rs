@@ -15,6 +15,7 @@ mod batch;
 mod config;
 pub mod deliver;
 mod devices;
+pub mod guarded;
 mod http;
 pub mod metrics;
 pub mod push;

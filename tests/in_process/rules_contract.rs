@@ -12,7 +12,7 @@ use common::{
     rules::{AlertRules, Burst, FilterReason, HoldReason},
     store::{
         Admission, Delivery, DeliveryClaim, DeliveryState, DevicePatch, DeviceRegistration,
-        Holding, Priority, PushTarget, Scope, Store, SummaryState,
+        Holding, Priority, PushTarget, RulesPatch, Scope, Store, SummaryState,
         lease::{ClaimKey, ClaimRequest},
     },
 };
@@ -58,7 +58,10 @@ async fn a_device_patch_changes_only_what_it_names(kind: StoreKind) {
     assert_eq!(registered.rules, rules, "the rules read back as written");
 
     let raise = DevicePatch {
-        min_priority: Some(Some(Priority::High)),
+        rules: RulesPatch {
+            min_priority: Some(Some(Priority::High)),
+            ..RulesPatch::default()
+        },
         ..DevicePatch::default()
     };
     let changed = store
@@ -72,11 +75,13 @@ async fn a_device_patch_changes_only_what_it_names(kind: StoreKind) {
     assert_eq!(changed.updated_at, at(10));
 
     let clear = DevicePatch {
-        tags: Some(None),
-        burst: Some(None),
-        min_priority: Some(None),
+        rules: RulesPatch {
+            tags: Some(None),
+            burst: Some(None),
+            min_priority: Some(None),
+            ..RulesPatch::default()
+        },
         name: Some(None),
-        ..DevicePatch::default()
     };
     store
         .update_device(&s, registered.id, &clear, at(20))

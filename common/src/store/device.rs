@@ -120,11 +120,31 @@ pub struct DeviceRegistration {
     pub rules: AlertRules,
 }
 
-/// A change to a device: each field `None` is left as it is; `Some(None)`
-/// clears it (a cleared minimum priority is `low`, the default).
+/// A change to a device: its name (`None` left as it is, `Some(None)`
+/// cleared) and its rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DevicePatch {
     pub name: Option<Option<String>>,
+    pub rules: RulesPatch,
+}
+
+impl DevicePatch {
+    /// Applies the change to `device`; true when something changed.
+    pub fn apply(&self, device: &mut Device) -> bool {
+        let before = (device.name.clone(), device.rules.clone());
+        if let Some(name) = &self.name {
+            device.name.clone_from(name);
+        }
+        self.rules.apply(&mut device.rules);
+        before != (device.name.clone(), device.rules.clone())
+    }
+}
+
+/// A change to a recipient's rules: each field `None` is left as it is;
+/// `Some(None)` clears it (a cleared minimum priority is `low`, the
+/// default).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RulesPatch {
     pub channels: Option<Option<Vec<String>>>,
     pub tags: Option<Option<Vec<String>>>,
     pub min_priority: Option<Option<Priority>>,
@@ -132,14 +152,9 @@ pub struct DevicePatch {
     pub burst: Option<Option<Burst>>,
 }
 
-impl DevicePatch {
-    /// Applies the change to `device`; true when something changed.
-    pub fn apply(&self, device: &mut Device) -> bool {
-        let before = (device.name.clone(), device.rules.clone());
-        let rules = &mut device.rules;
-        if let Some(name) = &self.name {
-            device.name.clone_from(name);
-        }
+impl RulesPatch {
+    /// Applies the change to `rules`.
+    pub fn apply(&self, rules: &mut AlertRules) {
         if let Some(channels) = &self.channels {
             rules.channels.clone_from(channels);
         }
@@ -155,6 +170,5 @@ impl DevicePatch {
         if let Some(burst) = self.burst {
             rules.burst = burst;
         }
-        before != (device.name.clone(), device.rules.clone())
     }
 }

@@ -20,6 +20,7 @@
 mod admin;
 mod api_key;
 mod describe;
+mod destination;
 mod device;
 pub mod guard;
 pub mod lease;
@@ -39,8 +40,10 @@ use uuid::Uuid;
 
 pub use self::admin::{Actor, Admin, AuditEntry, AuditTarget};
 pub use self::api_key::{ApiKey, KeyScope};
+pub use self::destination::{Attempt, Destination, DestinationPatch, Health};
 pub use self::device::{
-    Device, DeviceKind, DevicePatch, DeviceRegistration, PushTarget, WebPushSubscription,
+    Device, DeviceKind, DevicePatch, DeviceRegistration, PushTarget, RulesPatch,
+    WebPushSubscription,
 };
 pub use self::guard::StoreObserver;
 pub use self::model::{
@@ -90,6 +93,7 @@ pub trait Store:
     + AdminStore
     + TenancyStore
     + DeviceStore
+    + DestinationStore
     + IdentityStore
     + SummaryStore
     + Send
@@ -108,8 +112,8 @@ pub trait Store:
 /// `use common::store::prelude::*;`.
 pub mod prelude {
     pub use super::{
-        AdminStore, DeliveryStore, DeviceStore, EventStore, HistoryStore, IdempotencyStore,
-        IdentityStore, KeyStore, Store, SummaryStore, TenancyStore,
+        AdminStore, DeliveryStore, DestinationStore, DeviceStore, EventStore, HistoryStore,
+        IdempotencyStore, IdentityStore, KeyStore, Store, SummaryStore, TenancyStore,
     };
 }
 
@@ -421,6 +425,41 @@ pub trait DeviceStore: Send + Sync {
     /// read while this number stays the same is current as far as this
     /// process goes; changes made by other processes are not counted.
     fn device_changes(&self) -> u64;
+}
+
+/// Destinations: a project's recipients outside Tocsin (webhook, Slack,
+/// Discord, Telegram, ntfy, email). Every write counts as a device change
+/// ([`DeviceStore::device_changes`]): the notifier's cache of a project's
+/// recipients holds both lists and is refreshed on either.
+///
+/// Each backend implements it in its `destinations` module.
+#[async_trait]
+pub trait DestinationStore: Send + Sync {
+    async fn create_destination(&self, destination: &Destination) -> StoreResult<()>;
+    /// The scope's destinations, oldest first.
+    async fn list_destinations(&self, scope: &Scope) -> StoreResult<Vec<Destination>>;
+    async fn get_destination(&self, scope: &Scope, id: Uuid) -> StoreResult<Option<Destination>>;
+    /// Changes a destination as `patch` says, and returns it as it stands
+    /// afterwards (`updated_at` moved to `now` when something changed);
+    /// `None` when the scope has no such destination.
+    async fn update_destination(
+        &self,
+        scope: &Scope,
+        id: Uuid,
+        patch: &DestinationPatch,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<Destination>>;
+    /// Removes a destination; false when the scope has no such one.
+    async fn delete_destination(&self, scope: &Scope, id: Uuid) -> StoreResult<bool>;
+    /// Records how an attempt to deliver to it went, in its health (a gone
+    /// one is disabled); false when the scope has no such destination.
+    async fn record_attempt(
+        &self,
+        scope: &Scope,
+        id: Uuid,
+        attempt: &Attempt,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool>;
 }
 
 /// Identities: the users a project identified, with their properties and

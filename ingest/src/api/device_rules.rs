@@ -6,7 +6,7 @@
 
 use common::{
     rules::{AlertRules, Burst, QuietHours, QuietHoursForm},
-    store::DevicePatch,
+    store::{DevicePatch, RulesPatch},
 };
 use poem_openapi::Object;
 
@@ -222,11 +222,13 @@ impl DevicePatchIn {
         };
         Ok(DevicePatch {
             name: self.name.into_patch(),
-            channels: self.channels.into_patch(),
-            tags: self.tags.into_patch(),
-            min_priority: self.min_priority.map(Into::into).into_patch(),
-            quiet_hours: quiet_hours.into_patch(),
-            burst: self.burst.map(Into::into).into_patch(),
+            rules: RulesPatch {
+                channels: self.channels.into_patch(),
+                tags: self.tags.into_patch(),
+                min_priority: self.min_priority.map(Into::into).into_patch(),
+                quiet_hours: quiet_hours.into_patch(),
+                burst: self.burst.map(Into::into).into_patch(),
+            },
         })
     }
 }

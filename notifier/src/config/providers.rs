@@ -7,12 +7,13 @@ use std::{sync::Arc, time::Duration};
 use common::{config::ConfigError, endpoint::EndpointPolicy};
 
 use super::Config;
+use crate::guarded::GuardedClient;
 use crate::push::{
     PushProvider, Router,
     apns::{ApnsConfig, ApnsProvider},
     fcm::{FcmProvider, account::ServiceAccount},
     logging::LoggingProvider,
-    webpush::{WebPushProvider, client::GuardedClient},
+    webpush::WebPushProvider,
 };
 
 impl Config {

@@ -186,10 +186,17 @@ impl DeviceStore for MongoStore {
     }
 }
 
-/// Counts a device change when the call that makes it ends, however it
-/// ends: answered, failed, or dropped by a caller that stopped waiting
-/// (the server may still apply it), so no change goes uncounted.
-struct Changing<'a>(&'a MongoStore);
+/// Counts a device (or destination) change when the call that makes it
+/// ends, however it ends: answered, failed, or dropped by a caller that
+/// stopped waiting (the server may still apply it), so no change goes
+/// uncounted.
+pub(super) struct Changing<'a>(&'a MongoStore);
+
+impl MongoStore {
+    pub(super) fn changing(&self) -> Changing<'_> {
+        Changing(self)
+    }
+}
 
 impl Drop for Changing<'_> {
     fn drop(&mut self) {

@@ -30,6 +30,7 @@ mod admins;
 mod bulk_insert;
 mod codec;
 mod deliveries;
+mod destinations;
 mod devices;
 mod events;
 mod group_commit;
@@ -215,6 +216,10 @@ impl MongoStore {
                 unique(doc! { "organizationId": 1, "slug": 1 }),
             ),
             (self.admins(), unique(doc! { "hash": 1 })),
+            (
+                self.destinations(),
+                plain(doc! { "org": 1, "project": 1, "_id": 1 }),
+            ),
             // The relay's look for summaries whose window ended.
             (self.summaries(), plain(doc! { "state": 1, "recheckAt": 1 })),
         ];
@@ -271,6 +276,9 @@ impl MongoStore {
     }
     fn summaries(&self) -> Collection<Document> {
         self.db.collection("summaries")
+    }
+    fn destinations(&self) -> Collection<Document> {
+        self.db.collection("destinations")
     }
     fn organizations(&self) -> Collection<Document> {
         self.db.collection("organizations")

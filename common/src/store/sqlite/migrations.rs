@@ -237,6 +237,31 @@ CREATE TABLE summaries (
 );
 CREATE INDEX summaries_by_relay ON summaries (recheck_ms) WHERE state != 'done';
 "#,
+    // Destinations (issue 32): a project's webhook, Slack, Discord,
+    // Telegram, ntfy and email recipients. Their settings are sealed
+    // (`crate::sealed`); `masked` is what is shown of them.
+    r#"
+CREATE TABLE destinations (
+    id TEXT PRIMARY KEY,
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    enabled INTEGER NOT NULL,
+    disabled_reason TEXT,
+    channels TEXT,
+    rules TEXT NOT NULL,
+    masked TEXT NOT NULL,
+    sealed TEXT NOT NULL,
+    failures INTEGER NOT NULL,
+    last_error TEXT,
+    last_error_at TEXT,
+    last_delivered_at TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX destinations_by_scope ON destinations (org, project, id);
+"#,
 ];
 
 /// Applies the migrations this database has not run yet, each in its own

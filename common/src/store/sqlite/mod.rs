@@ -28,6 +28,7 @@
 mod admins;
 mod codec;
 mod deliveries;
+mod destinations;
 mod devices;
 mod events;
 mod group_commit;

@@ -6,7 +6,6 @@
 //! (retry, refused, subscription gone) is the retry policy's
 //! (`crate::retry::classify`).
 
-pub mod client;
 pub mod vapid;
 
 use async_trait::async_trait;
@@ -20,8 +19,8 @@ use super::{
     Alert, Priority, Push, PushOutcome, PushProvider, PushTarget, WebPushSubscription, fit_body,
     retry_after,
 };
+use crate::guarded::{GuardedClient, SendError};
 use crate::retry::classify::{self, Service};
-use client::{GuardedClient, SendError};
 use vapid::VapidKey;
 
 /// How long a push service keeps an alert for a browser that is offline.

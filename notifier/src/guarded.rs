@@ -1,26 +1,29 @@
-//! The HTTP side of Web Push, guarded against server-side request forgery:
-//! an endpoint is checked by [`common::endpoint`] before every send, and a
-//! name is resolved by [`PublicOnly`], which refuses the whole answer when
-//! any address is not public and otherwise hands the client exactly the
-//! addresses it checked — the client connects to those, with no second
-//! resolution in between. Origins the operator allow-listed go through a
-//! plain client. Neither follows redirects or uses a proxy from the
-//! environment (a proxy would resolve the name itself).
+//! HTTP to URLs others chose (Web Push endpoints, destinations' webhooks),
+//! guarded against server-side request forgery: a URL is checked by
+//! [`common::endpoint`] before every send, and a name is resolved by
+//! [`Reachable`], which refuses the whole answer when any address may not
+//! be contacted and otherwise hands the client exactly the addresses it
+//! checked — the client connects to those, with no second resolution in
+//! between. Targets the operator allow-listed go through a plain client.
+//! Neither follows redirects (a redirect could point anywhere) or uses a
+//! proxy from the environment (a proxy would resolve the name itself).
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
-use common::endpoint::{Checked, EndpointPolicy, Refusal, only_public};
+use common::endpoint::{Checked, EndpointPolicy, Refusal};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
-/// Resolves names and lets only public addresses through.
-struct PublicOnly;
+/// Resolves names and lets only addresses the policy allows through:
+/// public ones, and those in the operator's allowed blocks.
+struct Reachable(EndpointPolicy);
 
-impl Resolve for PublicOnly {
+impl Resolve for Reachable {
     fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.0.clone();
         Box::pin(async move {
             let addrs: Vec<SocketAddr> =
                 tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
-            only_public(&addrs)?;
+            policy.only_reachable(&addrs)?;
             Ok(Box::new(addrs.into_iter()) as Addrs)
         })
     }
@@ -52,8 +55,10 @@ impl GuardedClient {
                 .timeout(timeout)
         };
         Ok(Self {
+            guarded: builder()
+                .dns_resolver(Arc::new(Reachable(policy.clone())))
+                .build()?,
             policy,
-            guarded: builder().dns_resolver(Arc::new(PublicOnly)).build()?,
             trusted: builder().build()?,
         })
     }
