@@ -12,6 +12,8 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::sealed::{SealError, SecretsKey};
+
 /// Which service a destination is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -171,15 +173,39 @@ impl Settings {
         }
     }
 
-    /// Every secret in it, so a test (or a log scrubber) can look for them.
-    pub fn secrets(&self) -> Vec<&str> {
+    /// Every secret in it, by its field's name: what the creation answer
+    /// shows once, and what a test looks for in the logs.
+    pub fn secret_fields(&self) -> Vec<(&'static str, &str)> {
         match self {
-            Self::Webhook { secret, .. } => vec![secret],
-            Self::Slack { webhook_url } | Self::Discord { webhook_url } => vec![webhook_url],
-            Self::Telegram { bot_token, .. } => vec![bot_token],
-            Self::Ntfy { token, .. } => token.as_deref().into_iter().collect(),
+            Self::Webhook { secret, .. } => vec![("secret", secret)],
+            Self::Slack { webhook_url } | Self::Discord { webhook_url } => {
+                vec![("webhookUrl", webhook_url)]
+            }
+            Self::Telegram { bot_token, .. } => vec![("botToken", bot_token)],
+            Self::Ntfy { token, .. } => {
+                token.as_deref().map(|t| ("token", t)).into_iter().collect()
+            }
             Self::Email { .. } => vec![],
         }
+    }
+
+    /// Every secret in it.
+    pub fn secrets(&self) -> Vec<&str> {
+        self.secret_fields().into_iter().map(|(_, s)| s).collect()
+    }
+}
+
+impl Settings {
+    /// Sealed under `key` for destination `id`: what the store keeps.
+    pub fn seal(&self, key: &SecretsKey, id: Uuid) -> String {
+        let plain = serde_json::to_vec(self).expect("settings always serialise");
+        key.seal(&plain, id.as_bytes())
+    }
+
+    /// The settings of destination `id`, opened.
+    pub fn open(key: &SecretsKey, id: Uuid, sealed: &str) -> Result<Self, SealError> {
+        let plain = key.open(sealed, id.as_bytes())?;
+        serde_json::from_slice(&plain).map_err(|_| SealError::Malformed)
     }
 }
 

@@ -22,6 +22,9 @@ use crate::{
 /// the registry `/metrics` serves, for its own metrics.
 pub struct WorkerParts<'a> {
     pub store: Arc<dyn Store>,
+    /// The key ingest seals destinations' secrets with, which the worker
+    /// opens them with.
+    pub secrets_key: Option<crate::sealed::SecretsKey>,
     pub producer: Arc<dyn JobQueue>,
     pub consumer: Box<dyn JobConsumer>,
     pub registry: &'a mut Registry,

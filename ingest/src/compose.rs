@@ -73,6 +73,7 @@ impl Service {
             tracing::info!("embedded mode: notifications go through an in-process queue");
             Some(worker.start(WorkerParts {
                 store: Arc::clone(&store),
+                secrets_key: config.backend.secrets_key()?,
                 producer: Arc::clone(&producer),
                 consumer,
                 registry: &mut registry,

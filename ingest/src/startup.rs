@@ -82,7 +82,7 @@ impl Application {
         let mut background = vec![tokio::spawn(
             Arc::clone(&outbox).run_relay(config.relay_interval(), stopped.clone()),
         )];
-        let state = Arc::new(AppState::new(config, store, outbox, metrics));
+        let state = Arc::new(AppState::new(config, store, outbox, metrics)?);
         background.push(tokio::spawn(
             Arc::clone(&state.tail).run(state.config.stream_poll_interval()),
         ));

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use common::{endpoint::EndpointPolicy, store::Store};
 
 use crate::{
-    api::stream::StreamSlots, config::Config, key_cache::KeyCache, last_used::LastUsed,
-    metrics::IngestMetrics, outbox::Outbox, rate_limit::RateLimits, record::Recorder, tail::Tail,
+    admin::sending::Sending, api::stream::StreamSlots, config::Config, key_cache::KeyCache,
+    last_used::LastUsed, metrics::IngestMetrics, outbox::Outbox, rate_limit::RateLimits,
+    record::Recorder, tail::Tail,
 };
 
 pub struct AppState {
@@ -26,15 +27,19 @@ pub struct AppState {
     pub last_used: Arc<LastUsed>,
     /// API keys as recently read, so most requests skip the store.
     pub keys: KeyCache,
+    /// Destinations' URL policy, secrets key and test sends.
+    pub destinations: Sending,
 }
 
 impl AppState {
+    /// Fails when the destinations' settings cannot be used (their key
+    /// file cannot be made, their SMTP transport built).
     pub fn new(
         config: Config,
         store: Arc<dyn Store>,
         outbox: Arc<Outbox>,
         metrics: IngestMetrics,
-    ) -> Self {
+    ) -> anyhow::Result<Self> {
         let rate_limits = RateLimits::new(
             config.rate_limit_per_minute.get(),
             config.auth_failures_per_minute.get(),
@@ -46,7 +51,8 @@ impl AppState {
         let streams = StreamSlots::new(config.streams_per_key, metrics.open_streams.clone());
         // Checked when the settings loaded.
         let endpoint_policy = EndpointPolicy::new(config.webpush_allowed().unwrap_or_default());
-        Self {
+        let destinations = Sending::new(&config.backend)?;
+        Ok(Self {
             config,
             endpoint_policy,
             store,
@@ -57,7 +63,8 @@ impl AppState {
             streams,
             last_used: Arc::default(),
             keys: KeyCache::default(),
-        }
+            destinations,
+        })
     }
 }
 
@@ -66,12 +73,14 @@ impl AppState {
     /// The state of an API on a fresh SQLite file and the in-process
     /// queue, for the tests of one layer at a time. The directory holds
     /// the file.
-    pub(crate) async fn for_tests(config: Config) -> (Arc<Self>, tempfile::TempDir) {
+    pub(crate) async fn for_tests(mut config: Config) -> (Arc<Self>, tempfile::TempDir) {
         use common::{
             queue::QueueConfig,
             store::{SqliteSync, StoreConfig},
         };
         let dir = tempfile::tempdir().expect("temp dir");
+        // Its secrets key file too.
+        config.backend.data_dir = dir.path().to_path_buf();
         let store = common::store::open(
             &StoreConfig::Sqlite {
                 path: dir.path().join("tocsin.sqlite3"),
@@ -89,6 +98,7 @@ impl AppState {
             metrics.clone(),
             config.relay_times(),
         ));
-        (Arc::new(Self::new(config, store, outbox, metrics)), dir)
+        let state = Self::new(config, store, outbox, metrics).expect("the state builds");
+        (Arc::new(state), dir)
     }
 }

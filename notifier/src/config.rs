@@ -2,6 +2,7 @@
 //! reference for every setting), an optional operator file, then environment
 //! variables. The push providers they select are built in [`providers`].
 
+pub mod destinations;
 mod providers;
 
 use std::{

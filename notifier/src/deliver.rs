@@ -1,7 +1,9 @@
-//! What one notify job does: load the event, pick the devices (from a
-//! short-lived cache, `crate::devices`), claim each delivery as a lease,
-//! send each push once, record the outcome under that lease, schedule
-//! retries and re-checks, and settle the event's notification state.
+//! What one notify job does: load the event, pick the recipients (its
+//! project's devices and destinations, from a short-lived cache,
+//! `crate::recipients`), claim each delivery as a lease, send each push or
+//! destination message once, record the outcome under that lease,
+//! schedule retries and re-checks, and settle the event's notification
+//! state.
 //! Claims and outcomes of every job in hand are written in batches
 //! (`crate::batch`), and sends across jobs are bounded by the in-flight
 //! limit. When to retry, and for how long to wait, is asked of the retry
@@ -13,9 +15,10 @@ use common::{
     jobs::{Job, NotifyJob},
     queue::{JobQueue, QueueError},
     rules::HoldReason,
+    sealed::SecretsKey,
     store::{
-        Admission, Delivery, DeliveryClaim, DeliveryState, Device, Event, Holding,
-        NotificationState, Scope, Store, StoreError,
+        Admission, Delivery, DeliveryClaim, DeliveryState, Event, Holding, NotificationState,
+        Scope, Store, StoreError,
         lease::{ClaimKey, ClaimRequest},
     },
     time::Clock,
@@ -31,9 +34,10 @@ use self::one_push::{Sent, Subject};
 use self::verdict::Verdict;
 use crate::{
     batch::Batcher,
-    devices::DeviceCache,
+    destinations::{Message, Senders},
     metrics::{NotifierMetrics, RetryLabels},
     push::{Alert, PushProvider},
+    recipients::{Recipient, RecipientCache},
     retry::{self, RetryPolicy},
 };
 
@@ -66,6 +70,10 @@ pub enum DeliverError {
 pub struct Parts {
     pub store: Arc<dyn Store>,
     pub provider: Arc<dyn PushProvider>,
+    /// What sends to destinations.
+    pub destinations: Arc<Senders>,
+    /// What destinations' settings are opened with.
+    pub secrets_key: Option<SecretsKey>,
     pub queue: Arc<dyn JobQueue>,
     pub retry: RetryPolicy,
     /// How long a claim is its worker's. A worker that dies mid-send holds
@@ -76,7 +84,7 @@ pub struct Parts {
     pub metrics: NotifierMetrics,
     /// Most pushes waiting for their push service at once, across jobs.
     pub max_in_flight: NonZeroUsize,
-    /// Longest a project's device list is reused ([`DeviceCache`]).
+    /// Longest a project's recipient list is reused ([`RecipientCache`]).
     pub device_cache: Duration,
 }
 
@@ -84,6 +92,7 @@ pub struct Parts {
 pub struct Deliverer {
     pub store: Arc<dyn Store>,
     pub provider: Arc<dyn PushProvider>,
+    pub destinations: Arc<Senders>,
     pub queue: Arc<dyn JobQueue>,
     pub retry: RetryPolicy,
     pub lease: Duration,
@@ -95,9 +104,9 @@ pub struct Deliverer {
     claims: Batcher<ClaimKey, DeliveryClaim>,
     /// Outcomes of every job, likewise.
     finishes: Batcher<(Scope, Delivery), bool>,
-    /// Deliveries the devices' rules filtered, likewise.
+    /// Deliveries the recipients' rules filtered, likewise.
     withheld: Batcher<(Scope, Delivery), bool>,
-    devices: DeviceCache,
+    recipients: RecipientCache,
     /// One permit per push waiting for its push service.
     in_flight: Semaphore,
     max_in_flight: usize,
@@ -110,6 +119,8 @@ impl Deliverer {
         let Parts {
             store,
             provider,
+            destinations,
+            secrets_key,
             queue,
             retry,
             lease,
@@ -153,9 +164,10 @@ impl Deliverer {
             })
         };
         Self {
-            devices: DeviceCache::new(Arc::clone(&store), device_cache),
+            recipients: RecipientCache::new(Arc::clone(&store), secrets_key, device_cache),
             store,
             provider,
+            destinations,
             queue,
             retry,
             lease,
@@ -174,7 +186,7 @@ impl Deliverer {
 impl Deliverer {
     /// Processes one notify job.
     pub async fn deliver(&self, job: &NotifyJob) -> Result<JobOutcome, DeliverError> {
-        let listed = self.devices.list(&job.scope).await?;
+        let listed = self.recipients.list(&job.scope).await?;
         if listed.is_empty() {
             // Nothing to send, so the event itself need not be read: it
             // settles from the deliveries it may have (a device deleted
@@ -192,7 +204,7 @@ impl Deliverer {
             return Ok(JobOutcome::Done);
         }
         let devices = self.sort_out(&event, &listed, job).await?;
-        tracing::info!(devices = devices.len(), "sending pushes");
+        tracing::info!(recipients = devices.len(), "sending");
 
         // One delay for every device of this job that needs a retry: the
         // deliveries record it as their earliest next try, and the retry
@@ -204,6 +216,10 @@ impl Deliverer {
             scope: &event.scope,
             id: event.id,
             alert: Alert::of(&event),
+            message: devices
+                .iter()
+                .any(|r| r.is_destination())
+                .then(|| Message::of_event(&event)),
         };
         let sends: Vec<_> = devices
             .iter()
@@ -262,19 +278,19 @@ impl Deliverer {
         })
     }
 
-    /// The active devices of the job that get the push now. On a job's
-    /// first pass each device's rules are applied ([`verdict`]), and what
-    /// they filter or hold is recorded as its delivery's outcome. A device
-    /// whose delivery already has a record (this job was redelivered) goes
-    /// to the claim, which answers by that record: the first decision
-    /// stands, and no alert is held twice. A later pass (`job.devices`) is
-    /// for devices already decided to get it.
+    /// The active recipients of the job that get the alert now. On a
+    /// job's first pass each recipient's rules are applied ([`verdict`]),
+    /// and what they filter or hold is recorded as its delivery's outcome.
+    /// A recipient whose delivery already has a record (this job was
+    /// redelivered) goes to the claim, which answers by that record: the
+    /// first decision stands, and no alert is held twice. A later pass
+    /// (`job.devices`) is for recipients already decided to get it.
     async fn sort_out<'a>(
         &self,
         event: &Event,
-        listed: &'a [Device],
+        listed: &'a [Recipient],
         job: &NotifyJob,
-    ) -> Result<Vec<&'a Device>, DeliverError> {
+    ) -> Result<Vec<&'a Recipient>, DeliverError> {
         let active = listed.iter().filter(|d| d.active);
         if let Some(only) = &job.devices {
             return Ok(active.filter(|d| only.contains(&d.id)).collect());
@@ -299,7 +315,7 @@ impl Deliverer {
                 send.push(device);
                 continue;
             }
-            let held = match verdict::verdict(device, event, now) {
+            let held = match verdict::verdict(&device.rules, event, now) {
                 Verdict::Send => None,
                 Verdict::Filtered(reason) => {
                     withheld.push((device, DeliveryState::Filtered(reason)));
@@ -330,7 +346,7 @@ impl Deliverer {
             }
         }
         let records = withheld.iter().map(|(device, state)| {
-            let record = verdict::withheld(event, device, *state, now);
+            let record = verdict::withheld(event, device.id, *state, now);
             self.withheld.call((event.scope.clone(), record))
         });
         let written = futures::future::try_join_all(records).await?;

@@ -14,11 +14,12 @@
 mod batch;
 mod config;
 pub mod deliver;
-mod devices;
+pub mod destinations;
 pub mod guarded;
 mod http;
 pub mod metrics;
 pub mod push;
+mod recipients;
 pub mod retry;
 pub mod worker;
 
@@ -36,21 +37,29 @@ use tokio::{
 };
 
 pub use config::Config;
+pub use config::destinations::{
+    sender_settings as destination_sender_settings, senders as destination_senders,
+};
 use deliver::Deliverer;
 use metrics::NotifierMetrics;
 use push::PushProvider;
 
-/// Builds the delivery logic from settings and shared parts.
+/// Builds the delivery logic from settings and shared parts. Destinations'
+/// settings are opened with `secrets_key`; their senders are the ones the
+/// settings make.
 fn deliverer(
     config: &Config,
     store: Arc<dyn Store>,
     provider: Arc<dyn PushProvider>,
+    secrets_key: Option<common::sealed::SecretsKey>,
     queue: Arc<dyn JobQueue>,
     metrics: NotifierMetrics,
-) -> Arc<Deliverer> {
-    Arc::new(Deliverer::new(deliver::Parts {
+) -> anyhow::Result<Arc<Deliverer>> {
+    Ok(Arc::new(Deliverer::new(deliver::Parts {
         store,
         provider,
+        destinations: Arc::new(destination_senders(&config.backend)?),
+        secrets_key,
         queue,
         retry: config.retry(),
         lease: config.lease(),
@@ -58,7 +67,7 @@ fn deliverer(
         metrics,
         max_in_flight: config.max_in_flight,
         device_cache: std::time::Duration::from_millis(config.device_cache_ms),
-    }))
+    })))
 }
 
 /// A worker consuming one end of a queue pair and publishing its retries
@@ -71,16 +80,18 @@ pub struct Worker {
 
 impl Worker {
     /// Starts `consumer` with the configured prefetch and retry delays and
-    /// runs jobs from it, pushing through `provider`; retries are published
+    /// runs jobs from it, pushing through `provider` and opening
+    /// destinations' settings with `secrets_key`; retries are published
     /// through `queue`, the producer of the consumer's pair.
     pub fn start(
         config: &Config,
         store: Arc<dyn Store>,
         provider: Arc<dyn PushProvider>,
+        secrets_key: Option<common::sealed::SecretsKey>,
         (queue, mut consumer): (Arc<dyn JobQueue>, Box<dyn JobConsumer>),
         metrics: NotifierMetrics,
-    ) -> Self {
-        let deliverer = deliverer(config, store, provider, queue, metrics);
+    ) -> anyhow::Result<Self> {
+        let deliverer = deliverer(config, store, provider, secrets_key, queue, metrics)?;
         consumer.start(config.consume());
         let readiness = consumer.readiness();
         let (stop, stopped) = watch::channel(false);
@@ -90,11 +101,11 @@ impl Worker {
             config.concurrency,
             stopped,
         ));
-        Self {
+        Ok(Self {
             stop,
             task,
             readiness,
-        }
+        })
     }
 
     /// Whether the consumer is taking jobs now.
@@ -156,9 +167,11 @@ impl EmbeddedWorker for Embedded {
             &self.config,
             parts.store,
             provider,
+            // Ingest's key: its data directory's, when it makes one.
+            parts.secrets_key,
             (parts.producer, parts.consumer),
             NotifierMetrics::register(parts.registry),
-        )))
+        )?))
     }
 }
 
@@ -204,7 +217,15 @@ pub async fn start(
     let mut registry = common::metrics::registry();
     let metrics = NotifierMetrics::register(&mut registry);
     let pair = queue::open(&QueueConfig::Amqp(amqp));
-    let worker = Worker::start(config, Arc::clone(&store), provider, pair, metrics);
+    let secrets_key = config.backend.secrets_key()?;
+    let worker = Worker::start(
+        config,
+        Arc::clone(&store),
+        provider,
+        secrets_key,
+        pair,
+        metrics,
+    )?;
     let probe = http::Probe {
         registry: Arc::new(registry),
         store,

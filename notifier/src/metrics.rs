@@ -3,6 +3,7 @@
 //! notifier's registry, or into ingest's in embedded mode.
 
 use common::{
+    destination::DestinationKind,
     metrics::{Latency, Registry, Unit, latency},
     rules::{FilterReason, HoldReason},
     store::DeliveryState,
@@ -49,12 +50,31 @@ pub struct SummaryLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DestinationLabels {
+    /// `webhook`, `slack`, `discord`, `telegram`, `ntfy` or `email`.
+    pub kind: &'static str,
+    /// `delivered`, `failed` (refused for good), `retried` (failed, to be
+    /// tried again), `gone` (its receiver says it is gone: disabled) or
+    /// `gave_up` (failed after the last retry).
+    pub outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// The destination's kind.
+    pub kind: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DeadLetterLabels {
     /// `gave_up`: deliveries failed after the last retry; `poison`: the job
     /// failed the same way (not an outage) past the retry limit;
     /// `unreadable`: the message is not a job this notifier understands.
     pub reason: &'static str,
 }
+
+/// Every outcome of a delivery to a destination.
+const DESTINATION_OUTCOMES: [&str; 5] = ["delivered", "failed", "retried", "gone", "gave_up"];
 
 /// Cheap to clone: every field is a handle to the registered metric.
 #[derive(Debug, Clone)]
@@ -72,6 +92,9 @@ pub struct NotifierMetrics {
     pub withheld: Family<WithheldLabels, Counter>,
     /// Summaries and digests the push service took, by reason.
     pub summaries: Family<SummaryLabels, Counter>,
+    /// Deliveries to destinations, by kind and outcome.
+    pub destinations: Family<DestinationLabels, Counter>,
+    pub destination_duration: Latency<KindLabels>,
 }
 
 impl NotifierMetrics {
@@ -85,7 +108,20 @@ impl NotifierMetrics {
             push_duration: latency(),
             withheld: Family::default(),
             summaries: Family::default(),
+            destinations: Family::default(),
+            destination_duration: latency(),
         };
+        for kind in DestinationKind::ALL {
+            for outcome in DESTINATION_OUTCOMES {
+                metrics
+                    .destinations
+                    .get_or_create(&DestinationLabels {
+                        kind: kind.as_str(),
+                        outcome,
+                    })
+                    .inc_by(0);
+            }
+        }
         // Every known series exists from the start, at zero, so a fresh
         // install shows the whole set and rate() has a starting point.
         for outcome in ["delivered", "device_gone", "rejected", "retry", "gave_up"] {
@@ -157,6 +193,18 @@ impl NotifierMetrics {
              of quiet hours (quietHours) or a digest at the end of a burst window (burst)",
             metrics.summaries.clone(),
         );
+        registry.register(
+            "notifier_destination_deliveries",
+            "Deliveries to destinations (webhook, Slack, Discord, Telegram, ntfy, email), by \
+             kind and outcome",
+            metrics.destinations.clone(),
+        );
+        registry.register_with_unit(
+            "notifier_destination_duration",
+            "Time a destination took to answer one delivery, by kind",
+            Unit::Seconds,
+            metrics.destination_duration.clone(),
+        );
         registry.register_with_unit(
             "notifier_push_duration",
             "Time the push provider (APNs) took to answer one push",
@@ -173,6 +221,16 @@ impl NotifierMetrics {
         self.summaries
             .get_or_create(&SummaryLabels {
                 reason: reason.as_str(),
+            })
+            .inc();
+    }
+
+    /// Counts one delivery to a destination of `kind`.
+    pub fn count_destination(&self, kind: DestinationKind, outcome: &'static str) {
+        self.destinations
+            .get_or_create(&DestinationLabels {
+                kind: kind.as_str(),
+                outcome,
             })
             .inc();
     }

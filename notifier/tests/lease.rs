@@ -142,6 +142,13 @@ async fn world(script: Vec<Answer>) -> World {
     let deliverer = Arc::new(Deliverer::new(Parts {
         store: Arc::clone(&store),
         provider: provider.clone(),
+        destinations: Arc::new(
+            notifier::destinations::Senders::new(
+                notifier::destination_sender_settings(&Default::default()).expect("settings"),
+            )
+            .expect("senders"),
+        ),
+        secrets_key: None,
         queue: Arc::clone(&queue),
         retry: RETRY,
         lease: LEASE,

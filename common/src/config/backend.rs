@@ -12,7 +12,9 @@ use serde::Deserialize;
 
 use super::{ConfigError, Secret, parse_defaults};
 use crate::{
+    endpoint::AllowedHosts,
     queue::{QueueConfig, amqp::AmqpConfig},
+    sealed::SecretsKey,
     store::{MongoWriteConcern, SqliteSync, StoreConfig},
 };
 
@@ -26,6 +28,26 @@ pub(super) const UNPREFIXED: [&str; 4] = [
     "MONGODB_WRITE_CONCERN",
     "AMQP_URL",
 ];
+
+/// The destinations' settings: read by both services under the notifier's
+/// names (`NOTIFIER_DESTINATIONS_ALLOW`), since ingest checks a
+/// destination at creation and sends its test with the same settings the
+/// notifier delivers with.
+pub(super) const NOTIFIER_SHARED: [&str; 9] = [
+    "destinations_allow",
+    "destination_timeout_ms",
+    "telegram_base_url",
+    "smtp_host",
+    "smtp_port",
+    "smtp_from",
+    "smtp_security",
+    "smtp_user",
+    "smtp_password",
+];
+
+/// The key destinations' secrets are sealed with, read by both services
+/// as `TOCSIN_SECRETS_KEY`.
+pub(super) const SECRETS_KEY: &str = "secrets_key";
 
 /// The store and the broker. Each field is documented, with its default, in
 /// `common/backend.default.toml`.
@@ -51,6 +73,24 @@ pub struct Backend {
     /// Deadline for connecting to the broker and each broker operation, in
     /// milliseconds.
     pub broker_timeout_ms: NonZeroU64,
+    /// Hosts and CIDR blocks destinations may reach whatever their
+    /// addresses, over plain http too (comma-separated).
+    pub destinations_allow: String,
+    /// How long a destination has to answer one request, in milliseconds.
+    pub destination_timeout_ms: NonZeroU64,
+    /// Where Telegram's Bot API is.
+    pub telegram_base_url: String,
+    /// The SMTP server email destinations are sent through.
+    pub smtp_host: Option<String>,
+    pub smtp_port: Option<u16>,
+    /// The sender of every mail.
+    pub smtp_from: Option<String>,
+    /// `tls`, `starttls` or `none`.
+    pub smtp_security: String,
+    pub smtp_user: Option<String>,
+    pub smtp_password: Option<Secret>,
+    /// The key destinations' secrets are sealed with (32 bytes, base64).
+    pub secrets_key: Option<Secret>,
 }
 
 impl Default for Backend {
@@ -93,6 +133,18 @@ impl Backend {
                     "must not be empty",
                 ));
             }
+        }
+        self.destinations_allow()
+            .map_err(|e| ConfigError::invalid("NOTIFIER_DESTINATIONS_ALLOW", e))?;
+        if !matches!(self.smtp_security.as_str(), "tls" | "starttls" | "none") {
+            return Err(ConfigError::invalid(
+                "NOTIFIER_SMTP_SECURITY",
+                "must be tls, starttls or none",
+            ));
+        }
+        if let Some(key) = non_blank(&self.secrets_key) {
+            SecretsKey::from_base64(key)
+                .map_err(|e| ConfigError::invalid("TOCSIN_SECRETS_KEY", e))?;
         }
         if self.queue_prefix.trim().is_empty() {
             return Err(ConfigError::invalid(
@@ -146,6 +198,28 @@ impl Backend {
         crate::store::open(&store, self.store_timeout())
             .await
             .with_context(|| format!("opening the {}", store.describe()))
+    }
+
+    /// The hosts destinations may reach whatever their addresses.
+    pub fn destinations_allow(&self) -> Result<AllowedHosts, String> {
+        AllowedHosts::parse(&self.destinations_allow)
+    }
+
+    /// The key destinations' secrets are sealed with: `TOCSIN_SECRETS_KEY`;
+    /// without it, the embedded SQLite store's own key file, made on first
+    /// use beside the database; `None` with MongoDB and no key set.
+    pub fn secrets_key(&self) -> anyhow::Result<Option<SecretsKey>> {
+        if let Some(key) = non_blank(&self.secrets_key) {
+            return Ok(Some(SecretsKey::from_base64(key)?));
+        }
+        if self.mongodb_uri().is_some() {
+            return Ok(None);
+        }
+        SecretsKey::load_or_create(&self.data_dir).map(Some)
+    }
+
+    pub fn destination_timeout(&self) -> Duration {
+        Duration::from_millis(self.destination_timeout_ms.get())
     }
 
     /// The broker's settings, when a broker is configured.

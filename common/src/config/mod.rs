@@ -82,6 +82,12 @@ impl Sources<'_> {
     /// The environment variable that sets `key`.
     pub fn variable(&self, key: &str) -> String {
         let var = key.to_uppercase();
+        if backend::NOTIFIER_SHARED.contains(&key) {
+            return format!("NOTIFIER_{var}");
+        }
+        if key == backend::SECRETS_KEY {
+            return format!("TOCSIN_{var}");
+        }
         if self.is_unprefixed(&var) {
             var
         } else {
@@ -130,8 +136,17 @@ pub fn load<T: ServiceSettings>(sources: &Sources<'_>) -> Result<T, ConfigError>
         .copied()
         .chain(backend::UNPREFIXED)
         .collect();
+    // The destinations' settings go by the notifier's names in both
+    // services, and the secrets key by its own.
+    let own = |key: &figment::value::UncasedStr| {
+        key != "config"
+            && !backend::NOTIFIER_SHARED.iter().any(|s| key == *s)
+            && key != backend::SECRETS_KEY
+    };
     figment = figment
-        .merge(Env::prefixed(sources.env_prefix).filter(|key| key != "config"))
+        .merge(Env::prefixed(sources.env_prefix).filter(own))
+        .merge(Env::prefixed("NOTIFIER_").only(&backend::NOTIFIER_SHARED))
+        .merge(Env::prefixed("TOCSIN_").only(&[backend::SECRETS_KEY]))
         .merge(Env::raw().only(&unprefixed));
     let known = known_keys::<T>();
     let data = figment.data().map_err(|e| describe(e, sources))?;

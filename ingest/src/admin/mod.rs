@@ -1,12 +1,14 @@
 //! The admin API under `/admin/v1`: what an operator does in the dashboard
-//! (organizations and projects, a project's API keys and devices, the audit
-//! log), with a bearer admin token the authentication layer checks. One module per
+//! (organizations and projects, a project's API keys, devices and
+//! destinations, the audit log), with a bearer admin token the authentication layer checks. One module per
 //! resource, each owning its types and handlers; every write is recorded in
 //! the audit log. Responses use the API's envelopes and errors.
 
 pub mod audit_log;
+pub mod destinations;
 pub mod devices;
 pub mod keys;
+pub mod sending;
 pub mod session;
 pub mod tenancy;
 pub mod views;
@@ -55,6 +57,7 @@ pub type AdminApis = (
     tenancy::TenancyApi,
     keys::KeysApi,
     devices::DevicesAdminApi,
+    destinations::DestinationsApi,
     audit_log::AuditApi,
 );
 
@@ -68,6 +71,9 @@ pub fn apis(state: &Arc<AppState>) -> AdminApis {
             state: Arc::clone(state),
         },
         devices::DevicesAdminApi {
+            state: Arc::clone(state),
+        },
+        destinations::DestinationsApi {
             state: Arc::clone(state),
         },
         audit_log::AuditApi {

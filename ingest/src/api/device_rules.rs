@@ -215,20 +215,43 @@ impl poem_openapi::types::Example for DevicePatchIn {
 impl DevicePatchIn {
     /// The change it asks for.
     pub(crate) fn parse(self) -> Result<DevicePatch, ApiError> {
+        Ok(DevicePatch {
+            name: self.name.into_patch(),
+            rules: RulesChange {
+                channels: self.channels,
+                tags: self.tags,
+                min_priority: self.min_priority,
+                quiet_hours: self.quiet_hours,
+                burst: self.burst,
+            }
+            .parse()?,
+        })
+    }
+}
+
+/// The rules fields of a change to a recipient (a device, a destination).
+pub(crate) struct RulesChange {
+    pub channels: Change<Vec<String>>,
+    pub tags: Change<Vec<String>>,
+    pub min_priority: Change<EventPriority>,
+    pub quiet_hours: Change<QuietHoursIn>,
+    pub burst: Change<BurstRule>,
+}
+
+impl RulesChange {
+    /// The change to the rules they ask for.
+    pub(crate) fn parse(self) -> Result<RulesPatch, ApiError> {
         let quiet_hours = match self.quiet_hours {
             Change::Set(q) => Change::Set(q.parse()?),
             Change::Clear => Change::Clear,
             Change::Keep => Change::Keep,
         };
-        Ok(DevicePatch {
-            name: self.name.into_patch(),
-            rules: RulesPatch {
-                channels: self.channels.into_patch(),
-                tags: self.tags.into_patch(),
-                min_priority: self.min_priority.map(Into::into).into_patch(),
-                quiet_hours: quiet_hours.into_patch(),
-                burst: self.burst.map(Into::into).into_patch(),
-            },
+        Ok(RulesPatch {
+            channels: self.channels.into_patch(),
+            tags: self.tags.into_patch(),
+            min_priority: self.min_priority.map(Into::into).into_patch(),
+            quiet_hours: quiet_hours.into_patch(),
+            burst: self.burst.map(Into::into).into_patch(),
         })
     }
 }

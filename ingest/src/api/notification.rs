@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use common::{
+    destination::is_destination_id,
     rules::{FilterReason, HoldReason},
     store::{Delivery, DeliveryState, NotificationState},
 };
@@ -107,12 +108,22 @@ impl From<DeliveryState> for DeliveryStateOut {
     }
 }
 
-/// The push of an event to one device.
+/// The alert of an event to one recipient: a device's push, or a
+/// destination's message (a webhook, Slack, Discord, Telegram, ntfy,
+/// email). Each entry names one of the two.
 #[derive(Debug, Clone, Object, Serialize)]
 #[oai(rename_all = "camelCase")]
 #[serde(rename_all = "camelCase")]
 pub struct DeliveryOut {
-    pub device_id: Uuid,
+    /// The device pushed to, for a push.
+    #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_id: Option<Uuid>,
+    /// The destination sent to (`/admin/v1/projects/{projectId}/destinations`),
+    /// for a destination's message.
+    #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destination_id: Option<Uuid>,
     pub state: DeliveryStateOut,
     /// Why it was filtered or held; null in the other states.
     pub reason: Nullable<DeliveryReasonOut>,
@@ -124,7 +135,9 @@ pub struct DeliveryOut {
     /// Why the last try failed.
     pub error: Nullable<String>,
     /// Who answered the last try: `apns`, `webpush`, `fcm`, or `log` (pushes
-    /// of the device's kind only logged, no credentials); null before that.
+    /// of the device's kind only logged, no credentials); a destination's
+    /// kind (`webhook`, `slack`, `discord`, `telegram`, `ntfy`, `email`);
+    /// null before that.
     pub provider: Nullable<String>,
     #[serde(serialize_with = "rfc3339")]
     pub updated_at: DateTime<Utc>,
@@ -132,8 +145,12 @@ pub struct DeliveryOut {
 
 impl From<Delivery> for DeliveryOut {
     fn from(d: Delivery) -> Self {
+        // A destination's id says so by its version (see
+        // `common::destination::is_destination_id`).
+        let destination = is_destination_id(d.device_id);
         Self {
-            device_id: d.device_id,
+            device_id: (!destination).then_some(d.device_id),
+            destination_id: destination.then_some(d.device_id),
             state: d.state.into(),
             reason: Nullable(DeliveryReasonOut::of(d.state)),
             summary_id: Nullable(d.summary_id),
@@ -149,8 +166,8 @@ impl From<Delivery> for DeliveryOut {
 #[derive(Debug, Clone, Object, Serialize)]
 pub struct NotificationOut {
     pub state: NotificationStateOut,
-    /// One entry per device of the project the event concerned: sent,
-    /// filtered or held (only in `GET /v1/events/{id}`).
+    /// One entry per device and destination of the project the event
+    /// concerned: sent, filtered or held (only in `GET /v1/events/{id}`).
     #[oai(skip_serializing_if_is_none)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deliveries: Option<Vec<DeliveryOut>>,

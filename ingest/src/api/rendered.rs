@@ -210,7 +210,8 @@ mod tests {
     #[test]
     fn an_event_with_its_deliveries_renders_as_its_published_schema_does() {
         let delivery = |state, error: Option<&str>, provider: Option<&str>| DeliveryOut {
-            device_id: Uuid::new_v4(),
+            device_id: Some(Uuid::new_v4()),
+            destination_id: None,
             state,
             attempts: 3,
             reason: Nullable(None),

@@ -1,28 +1,35 @@
-//! One push of a job: wait for an in-flight permit, claim the delivery
-//! (in the claims' batch), send it within half the lease, and record the
-//! outcome (in the outcomes' batch) if the claim is still this worker's.
-//! Whether a failed push is sent again, and when, is the retry policy's
+//! One delivery of a job, to a device (a push) or a destination (a
+//! webhook, a Slack message, a mail…): wait for an in-flight permit, claim
+//! the delivery (in the claims' batch), send it within half the lease, and
+//! record the outcome (in the outcomes' batch) if the claim is still this
+//! worker's; a destination's health counts it too. Whether a failed
+//! delivery is sent again, and when, is the retry policy's
 //! (`crate::retry`).
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use common::store::{Delivery, DeliveryClaim, DeliveryState, Device, Scope, lease::ClaimKey};
+use common::store::{Attempt, Delivery, DeliveryClaim, DeliveryState, Scope, lease::ClaimKey};
 use uuid::Uuid;
 
 use super::{DeliverError, Deliverer};
 use crate::{
-    metrics::{ProviderLabels, PushLabels},
+    destinations::Message,
+    metrics::{KindLabels, ProviderLabels, PushLabels},
     push::{Alert, Push, PushOutcome},
+    recipients::{Recipient, To},
     retry::classify,
 };
 
-/// What a push is of: an event, or a summary of held ones. Its delivery
-/// is claimed under `(id, device)`.
+/// What a delivery is of: an event, or a summary of held ones. It is
+/// claimed under `(id, recipient)`.
 pub(super) struct Subject<'a> {
     pub scope: &'a Scope,
     pub id: Uuid,
+    /// What a device is pushed.
     pub alert: Alert,
+    /// What a destination is sent; made only when the job has one.
+    pub message: Option<Message>,
 }
 
 /// How one delivery went, for the job.
@@ -42,11 +49,11 @@ pub(super) enum Sent {
 }
 
 impl Deliverer {
-    /// Claims, sends and records the push of `subject` to `device`.
+    /// Claims, sends and records the delivery of `subject` to `recipient`.
     pub(super) async fn send_one(
         &self,
         subject: &Subject<'_>,
-        device: &Device,
+        recipient: &Recipient,
         retry_delay: Duration,
     ) -> Result<Sent, DeliverError> {
         let scope = subject.scope;
@@ -58,7 +65,7 @@ impl Deliverer {
             .call(ClaimKey {
                 scope: scope.clone(),
                 event_id: subject.id,
-                device_id: device.id,
+                device_id: recipient.id,
             })
             .await?;
         let attempt = match claim {
@@ -66,36 +73,41 @@ impl Deliverer {
                 attempt, retaken, ..
             } => {
                 if retaken {
-                    tracing::info!(deviceId = %device.id, attempt, "sending a push whose earlier claim ran out without an outcome: possibly a repeat");
+                    tracing::info!(recipientId = %recipient.id, attempt, "sending a push whose earlier claim ran out without an outcome: possibly a repeat");
                     self.metrics.possible_repeats.inc();
                 }
                 attempt
             }
             DeliveryClaim::Settled(_) => return Ok(Sent::Final),
-            DeliveryClaim::Busy { until } => return Ok(Sent::Wait(device.id, until)),
+            DeliveryClaim::Busy { until } => return Ok(Sent::Wait(recipient.id, until)),
             DeliveryClaim::GaveUp { attempts } => {
-                tracing::warn!(deviceId = %device.id, attempts, "delivery given up: its workers never finished it");
+                tracing::warn!(recipientId = %recipient.id, attempts, "delivery given up: its workers never finished it");
                 self.count_push("gave_up");
                 return Ok(Sent::GaveUp);
             }
         };
-        let push = Push {
-            device_id: device.id,
-            target: device.target.clone(),
-            alert: subject.alert.clone(),
-        };
-        let provider = self.provider.provider_for(&push);
         let started = std::time::Instant::now();
-        let outcome = self.send_within_lease(&push).await;
+        let (provider, outcome) = self.send_within_lease(subject, recipient).await;
         drop(permit);
-        self.metrics
-            .push_duration
-            .get_or_create(&ProviderLabels { provider })
-            .observe(started.elapsed().as_secs_f64());
+        let elapsed = started.elapsed().as_secs_f64();
+        match &recipient.to {
+            To::Device(_) => self
+                .metrics
+                .push_duration
+                .get_or_create(&ProviderLabels { provider })
+                .observe(elapsed),
+            To::Destination { kind, .. } => self
+                .metrics
+                .destination_duration
+                .get_or_create(&KindLabels {
+                    kind: kind.as_str(),
+                })
+                .observe(elapsed),
+        }
         let now = self.clock.now();
         let mut record = Delivery {
             event_id: subject.id,
-            device_id: device.id,
+            device_id: recipient.id,
             state: DeliveryState::Failed,
             attempts: attempt,
             error: None,
@@ -106,24 +118,30 @@ impl Deliverer {
             updated_at: now,
         };
         let can_retry = self.retry.can_retry_push(attempt);
-        self.count_push(match &outcome {
-            PushOutcome::Delivered { .. } => "delivered",
-            PushOutcome::DeviceGone { .. } => "device_gone",
-            PushOutcome::Rejected { .. } => "rejected",
-            PushOutcome::Retry { .. } if can_retry => "retry",
-            PushOutcome::Retry { .. } => "gave_up",
-        });
+        self.count(recipient, &outcome, can_retry);
+        let gone = matches!(outcome, PushOutcome::DeviceGone { .. });
         let sent = match outcome {
             PushOutcome::Delivered { apns_id } => {
                 record.state = DeliveryState::Delivered;
                 record.apns_id = apns_id;
                 Sent::Delivered
             }
+            PushOutcome::DeviceGone { reason } if recipient.is_destination() => {
+                let gone = Attempt::Gone {
+                    error: reason.clone(),
+                };
+                self.store
+                    .record_attempt(scope, recipient.id, &gone, now)
+                    .await?;
+                tracing::warn!(destinationId = %recipient.id, %reason, "destination disabled: its receiver says it is gone");
+                record.error = Some(reason);
+                Sent::Final
+            }
             PushOutcome::DeviceGone { reason } => {
                 self.store
-                    .deactivate_device(scope, device.id, &reason, now)
+                    .deactivate_device(scope, recipient.id, &reason, now)
                     .await?;
-                tracing::info!(deviceId = %device.id, %reason, "device deactivated");
+                tracing::info!(deviceId = %recipient.id, %reason, "device deactivated");
                 record.error = Some(reason);
                 Sent::Final
             }
@@ -137,7 +155,7 @@ impl Deliverer {
                 record.error = Some(reason);
                 record.lease_until =
                     Some(now + chrono::Duration::from_std(delay).unwrap_or_default());
-                Sent::Retry(device.id, delay)
+                Sent::Retry(recipient.id, delay)
             }
             PushOutcome::Retry { reason, .. } => {
                 record.error = Some(format!("gave up after {attempt} attempts: {reason}"));
@@ -145,20 +163,24 @@ impl Deliverer {
             }
         };
         tracing::info!(
-            deviceId = %device.id,
+            recipientId = %recipient.id,
             provider,
             // The job's span already has `attempt` (the job's retry count).
             deliveryAttempt = attempt,
             state = record.state.as_str(),
             error = record.error.as_deref(),
-            latency_ms = started.elapsed().as_secs_f64() * 1000.0,
-            "push attempted"
+            latency_ms = elapsed * 1000.0,
+            "delivery attempted"
         );
+        // A gone destination's health was recorded as it was disabled.
+        if recipient.is_destination() && !gone {
+            self.record_health(scope, recipient, &record, now).await?;
+        }
         if !self.finishes.call((scope.clone(), record)).await? {
             // Our lease ran out mid-send and another worker took the
             // delivery over: its outcome is the one that counts.
             tracing::warn!(
-                deviceId = %device.id,
+                recipientId = %recipient.id,
                 deliveryAttempt = attempt,
                 "lease lost before the outcome was recorded"
             );
@@ -167,13 +189,100 @@ impl Deliverer {
         Ok(sent)
     }
 
-    /// Sends, giving the provider at most half the lease, so a live worker
-    /// always records its outcome before anyone may take the claim over.
-    async fn send_within_lease(&self, push: &Push) -> PushOutcome {
+    /// Sends, giving the provider or destination at most half the lease,
+    /// so a live worker always records its outcome before anyone may take
+    /// the claim over. Returns who sent it (the provider, or the
+    /// destination's kind) and the outcome.
+    async fn send_within_lease(
+        &self,
+        subject: &Subject<'_>,
+        recipient: &Recipient,
+    ) -> (&'static str, PushOutcome) {
         let limit = self.lease / 2;
-        match tokio::time::timeout(limit, self.provider.send(push)).await {
-            Ok(outcome) => outcome,
-            Err(_) => classify::unanswered(format!("no answer within {} ms", limit.as_millis())),
+        let (provider, sending) = match &recipient.to {
+            To::Device(target) => {
+                let push = Push {
+                    device_id: recipient.id,
+                    target: target.clone(),
+                    alert: subject.alert.clone(),
+                };
+                let provider = self.provider.provider_for(&push);
+                let provider_ref = &self.provider;
+                let sending: futures::future::BoxFuture<'_, PushOutcome> =
+                    Box::pin(async move { provider_ref.send(&push).await });
+                (provider, sending)
+            }
+            To::Destination { kind, settings } => {
+                let sending: futures::future::BoxFuture<'_, PushOutcome> =
+                    match (settings, &subject.message) {
+                        (Err(reason), _) => {
+                            let reason = reason.clone();
+                            Box::pin(async move { PushOutcome::Rejected { reason } })
+                        }
+                        (Ok(settings), Some(message)) => {
+                            Box::pin(self.destinations.send(recipient.id, settings, message))
+                        }
+                        (Ok(_), None) => Box::pin(async {
+                            PushOutcome::Rejected {
+                                reason: "nothing to send a destination".into(),
+                            }
+                        }),
+                    };
+                (kind.as_str(), sending)
+            }
+        };
+        match tokio::time::timeout(limit, sending).await {
+            Ok(outcome) => (provider, outcome),
+            Err(_) => (
+                provider,
+                classify::unanswered(format!("no answer within {} ms", limit.as_millis())),
+            ),
+        }
+    }
+
+    /// A destination's health after this attempt: delivered, or failed
+    /// with its error (a gone one was recorded as it was disabled).
+    async fn record_health(
+        &self,
+        scope: &Scope,
+        recipient: &Recipient,
+        record: &Delivery,
+        now: DateTime<Utc>,
+    ) -> Result<(), DeliverError> {
+        let attempt = match (&record.state, &record.error) {
+            (DeliveryState::Delivered, _) => Attempt::Delivered,
+            (_, Some(error)) => Attempt::Failed {
+                error: error.clone(),
+            },
+            (_, None) => return Ok(()),
+        };
+        self.store
+            .record_attempt(scope, recipient.id, &attempt, now)
+            .await?;
+        Ok(())
+    }
+
+    /// Counts one delivery's outcome: a push by outcome, a destination's
+    /// by kind and outcome.
+    fn count(&self, recipient: &Recipient, outcome: &PushOutcome, can_retry: bool) {
+        match &recipient.to {
+            To::Device(_) => self.count_push(match outcome {
+                PushOutcome::Delivered { .. } => "delivered",
+                PushOutcome::DeviceGone { .. } => "device_gone",
+                PushOutcome::Rejected { .. } => "rejected",
+                PushOutcome::Retry { .. } if can_retry => "retry",
+                PushOutcome::Retry { .. } => "gave_up",
+            }),
+            To::Destination { kind, .. } => self.metrics.count_destination(
+                *kind,
+                match outcome {
+                    PushOutcome::Delivered { .. } => "delivered",
+                    PushOutcome::DeviceGone { .. } => "gone",
+                    PushOutcome::Rejected { .. } => "failed",
+                    PushOutcome::Retry { .. } if can_retry => "retried",
+                    PushOutcome::Retry { .. } => "gave_up",
+                },
+            ),
         }
     }
 

@@ -16,7 +16,7 @@ use common::{
 };
 
 use super::{DeliverError, Deliverer, JobOutcome, one_push::Sent, one_push::Subject};
-use crate::{metrics::RetryLabels, push::Alert, retry};
+use crate::{destinations::Message, metrics::RetryLabels, push::Alert, retry};
 
 /// Most channels a summary names; the rest are counted together.
 const NAMED_CHANNELS: usize = 3;
@@ -37,7 +37,7 @@ impl Deliverer {
         if summary.state == SummaryState::Done {
             return Ok(JobOutcome::Done);
         }
-        let listed = self.devices.list(&job.scope).await?;
+        let listed = self.recipients.list(&job.scope).await?;
         let device = listed
             .iter()
             .find(|d| d.id == summary.device_id && d.active);
@@ -63,10 +63,14 @@ impl Deliverer {
             self.store.finish_summary(&summary, false).await?;
             return Ok(JobOutcome::Done);
         };
+        let message = device
+            .is_destination()
+            .then(|| Message::of_summary(&summary, &alert, &events, self.clock.now()));
         let subject = Subject {
             scope: &summary.scope,
             id: summary.id,
             alert,
+            message,
         };
         let delay = self.retry.push_backoff(job.attempt + 1);
         match self.send_one(&subject, device, delay).await? {

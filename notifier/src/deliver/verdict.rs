@@ -1,15 +1,17 @@
-//! What a device's rules decide for one event: send it now, never
+//! What a recipient's rules decide for one event: send it now, never
 //! (filtered, with the reason), or later, in a summary (held during its
 //! quiet hours, or past its burst limit). The decision is made once per
-//! (event, device), on a job's first pass; a filtered or held one is
+//! (event, recipient), on a job's first pass; a filtered or held one is
 //! recorded as the delivery's outcome (`DeliveryStore::record_withheld`),
 //! so `GET /v1/events/{id}` says where every alert went and why.
 
 use chrono::{DateTime, Utc};
 use common::{
+    rules::AlertRules,
     rules::{Burst, FilterReason},
-    store::{Delivery, DeliveryState, Device, Event},
+    store::{Delivery, DeliveryState, Event},
 };
+use uuid::Uuid;
 
 /// The rules' answer for one device, before the store is asked about its
 /// burst window.
@@ -25,7 +27,7 @@ pub(super) enum Verdict {
     Burst(Burst),
 }
 
-/// What `device`'s rules say of `event` at `now`: its filters first, then
+/// What a recipient's `rules` say of `event` at `now`: its filters first, then
 /// its quiet hours (an event of their `allowPriority` or higher goes
 /// through), then its burst limit. An event held for quiet hours does not
 /// reach the device, so it does not count toward a burst.
@@ -34,8 +36,7 @@ pub(super) enum Verdict {
 /// other: the first `max` alerts of the window already woke whoever was
 /// to be woken, and what a storm of urgent alerts adds is volume; its
 /// digest comes within the window, as loud as the loudest alert it holds.
-pub(super) fn verdict(device: &Device, event: &Event, now: DateTime<Utc>) -> Verdict {
-    let rules = &device.rules;
+pub(super) fn verdict(rules: &AlertRules, event: &Event, now: DateTime<Utc>) -> Verdict {
     if let Some(reason) = rules.filter(&event.channel_name, &event.tags, event.priority) {
         return Verdict::Filtered(reason);
     }
@@ -54,13 +55,13 @@ pub(super) fn verdict(device: &Device, event: &Event, now: DateTime<Utc>) -> Ver
 /// The record of a delivery that is not sent: final at once, never claimed.
 pub(super) fn withheld(
     event: &Event,
-    device: &Device,
+    recipient: Uuid,
     state: DeliveryState,
     now: DateTime<Utc>,
 ) -> Delivery {
     Delivery {
         event_id: event.id,
-        device_id: device.id,
+        device_id: recipient,
         state,
         attempts: 0,
         error: None,
@@ -76,24 +77,9 @@ pub(super) fn withheld(
 mod tests {
     use super::*;
     use common::{
-        rules::{AlertRules, QuietHours, QuietHoursForm},
-        store::{Priority, PushTarget, Scope},
+        rules::{QuietHours, QuietHoursForm},
+        store::Priority,
     };
-    use uuid::Uuid;
-
-    fn device(rules: AlertRules) -> Device {
-        Device {
-            id: Uuid::now_v7(),
-            scope: Scope::new("o", "p"),
-            target: PushTarget::Fcm { token: "t".into() },
-            name: None,
-            rules,
-            active: true,
-            deactivated_reason: None,
-            created_at: Utc::now(),
-            updated_at: Utc::now(),
-        }
-    }
 
     fn event(priority: Priority) -> Event {
         crate::deliver::sample_event("payments", "Payment failed", priority)
@@ -122,7 +108,7 @@ mod tests {
             burst: Some(burst),
             ..AlertRules::every_alert()
         };
-        let phone = device(rules);
+        let phone = rules;
         let night = at("2026-11-26T23:00:00Z");
         assert_eq!(
             verdict(&phone, &event(Priority::Normal), night),
@@ -139,7 +125,7 @@ mod tests {
             verdict(&phone, &event(Priority::Low), at("2026-11-26T12:00:00Z")),
             Verdict::Burst(burst)
         );
-        let plain = device(AlertRules::every_alert());
+        let plain = AlertRules::every_alert();
         assert_eq!(verdict(&plain, &event(Priority::Low), night), Verdict::Send);
     }
 }
