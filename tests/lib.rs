@@ -20,6 +20,7 @@ pub mod proxy;
 pub mod push_service;
 pub mod recording;
 pub mod revocation;
+pub mod standins;
 pub mod stored;
 pub mod windows;
 
@@ -183,6 +184,12 @@ pub fn unique_db_name() -> String {
     format!("test_{}", uuid::Uuid::new_v4().simple())
 }
 
+/// A secrets key (`TOCSIN_SECRETS_KEY`) of its own.
+pub fn test_secrets_key() -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(uuid::Uuid::new_v4().as_bytes().repeat(2))
+}
+
 /// Settings for a test instance of ingest on `kind`'s store, on a random port.
 pub struct TestConfig {
     pub config: Config,
@@ -200,6 +207,9 @@ impl TestConfig {
         if kind == StoreKind::Mongo {
             config.backend.mongodb_uri = Some(common::config::Secret::new(mongo_uri()));
             config.backend.mongodb_database = unique_db_name();
+            // MongoDB keeps no key file: destinations' secrets are sealed
+            // with the operator's key (SQLite makes its own in data_dir).
+            config.backend.secrets_key = Some(common::config::Secret::new(test_secrets_key()));
         }
         Self { config, dir }
     }

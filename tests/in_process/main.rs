@@ -11,6 +11,7 @@ mod batched_notifier;
 mod connections;
 mod cors;
 mod delivery_batches;
+mod destinations;
 mod devices;
 mod errors;
 mod events;

@@ -3,13 +3,25 @@
 //! an operator creates an organization, a project and an API key on the
 //! page, copies the key from it, the key records an event (201), the key is
 //! revoked on the page behind a confirmation, and the same request gets 401.
-//! A wrong token is refused plainly and kept nowhere. Needs the `ingest`
-//! binary (`cargo build --workspace`) for `ingest admin create`.
+//! A wrong token is refused plainly and kept nowhere. A webhook destination
+//! is added on the page, its signing secret shown once, and a test sent to
+//! a receiver on this machine shows its outcome in its row. Needs the
+//! `ingest` binary (`cargo build --workspace`) for `ingest admin create`.
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU16, Ordering},
+    },
+};
 
 use fantoccini::Locator;
+use http_body_util::{BodyExt as _, Full};
+use hyper::{Response, body::Bytes, service::service_fn};
 use serde::Deserialize;
-use serde_json::json;
-use tocsin_tests::{StoreKind, TestApp, process};
+use serde_json::{Value, json};
+use tocsin_tests::{StoreKind, TestApp, TestConfig, process};
 
 use crate::browser::{Browser, LOAD_TIMEOUT};
 
@@ -401,6 +413,344 @@ async fn the_device_list_shows_each_devices_alert_rules() {
     browser
         .assert_fits_a_phone("dashboard-devices-phone.png")
         .await;
+    browser.close().await;
+    app.stop().await;
+}
+
+/// The destinations page, read from its DOM in one script.
+const DESTINATIONS: &str = r#"
+const $ = (id) => document.getElementById(id);
+return {
+  view: !$('view-destinations').hidden,
+  error: $('error').hidden ? null : $('error').textContent,
+  notice: $('notice').textContent,
+  secret: $('dest-secret').hidden ? null : ($('dest-secret-secret') || {}).textContent || null,
+  rows: [...document.querySelectorAll('#destinations tbody tr')].map((tr) => {
+    const text = (label) => tr.querySelector(`td[data-label="${label}"]`).textContent;
+    return {
+      name: text('Name'),
+      kind: text('Kind'),
+      sendsTo: text('Sends to'),
+      rules: text('Rules'),
+      health: text('Health'),
+      outcome: tr.querySelector('.outcome').textContent,
+      toggle: tr.querySelector('button.toggle').textContent,
+    };
+  }),
+  empty: !$('destinations-empty').hidden,
+  dialog: $('dialog').open,
+};
+"#;
+
+#[derive(Debug, Deserialize)]
+struct DestinationsPage {
+    view: bool,
+    error: Option<String>,
+    notice: String,
+    secret: Option<String>,
+    rows: Vec<DestinationRow>,
+    empty: bool,
+    dialog: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DestinationRow {
+    name: String,
+    kind: String,
+    sends_to: String,
+    rules: String,
+    health: String,
+    outcome: String,
+    toggle: String,
+}
+
+impl DestinationsPage {
+    /// Its only row.
+    fn row(&self) -> &DestinationRow {
+        assert_eq!(self.rows.len(), 1, "{self:?}");
+        &self.rows[0]
+    }
+}
+
+impl Browser {
+    async fn destinations(
+        &self,
+        what: &str,
+        ready: impl Fn(&DestinationsPage) -> bool,
+    ) -> DestinationsPage {
+        self.wait_for(DESTINATIONS, LOAD_TIMEOUT, what, ready).await
+    }
+
+    /// How many times `text` is in the page's markup (its text, its
+    /// attributes, its form fields' values) and in its storage.
+    async fn occurrences(&self, text: &str) -> u64 {
+        let script = "const [text] = arguments;\
+            const fields = [...document.querySelectorAll('input')].map((i) => i.value).join(' ');\
+            const all = document.documentElement.outerHTML + fields\
+              + JSON.stringify(sessionStorage) + JSON.stringify(localStorage);\
+            return all.split(text).length - 1;";
+        self.client
+            .execute(script, vec![json!(text)])
+            .await
+            .expect("the page searched")
+            .as_u64()
+            .expect("a count")
+    }
+
+    /// Chooses `value` in the select `css` names, as a person would.
+    async fn choose(&self, css: &str, value: &str) {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no select {css} ({e})"))
+            .select_by_value(value)
+            .await
+            .unwrap_or_else(|e| panic!("{value} cannot be chosen in {css} ({e})"));
+    }
+}
+
+/// A webhook receiver on 127.0.0.1: records each request's headers and
+/// body, and answers with the status it is set to (204 at first).
+struct Receiver {
+    addr: SocketAddr,
+    status: Arc<AtomicU16>,
+    requests: Arc<Mutex<Vec<(hyper::HeaderMap, Value)>>>,
+}
+
+impl Receiver {
+    async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binds");
+        let addr = listener.local_addr().expect("addr");
+        let status = Arc::new(AtomicU16::new(204));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (answer, record) = (Arc::clone(&status), Arc::clone(&requests));
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (answer, record) = (Arc::clone(&answer), Arc::clone(&record));
+                let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                    let (answer, record) = (Arc::clone(&answer), Arc::clone(&record));
+                    async move {
+                        let (head, body) = request.into_parts();
+                        let body = body.collect().await?.to_bytes();
+                        let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                        record.lock().expect("lock").push((head.headers, body));
+                        let mut response = Response::new(Full::new(Bytes::new()));
+                        *response.status_mut() =
+                            hyper::StatusCode::from_u16(answer.load(Ordering::SeqCst))
+                                .expect("a status");
+                        Ok::<_, hyper::Error>(response)
+                    }
+                });
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
+                );
+            }
+        });
+        Self {
+            addr,
+            status,
+            requests,
+        }
+    }
+
+    fn requests(&self) -> Vec<(hyper::HeaderMap, Value)> {
+        self.requests.lock().expect("lock").clone()
+    }
+
+    fn answer(&self, status: u16) {
+        self.status.store(status, Ordering::SeqCst);
+    }
+}
+
+/// On the Destinations page an operator adds a webhook (pointed at a
+/// receiver on this machine, a host the server's settings allow), copies
+/// its signing secret from the one answer that shows it (afterwards only
+/// its hint is anywhere on the page), sends it a test and sees it
+/// delivered, then sees the receiver's failures: each test's error in its
+/// row, and the destination marked unhealthy after three in a row. It is
+/// then turned off and deleted behind a confirmation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_adds_a_webhook_destination_sees_its_secret_once_sends_a_test_and_sees_the_outcome()
+ {
+    let receiver = Receiver::start().await;
+    // Destinations reach only public https addresses, and hosts the
+    // operator allows.
+    let mut settings = TestConfig::new(StoreKind::Sqlite);
+    settings.config.backend.destinations_allow = "127.0.0.1".into();
+    let app = TestApp::spawn_with(settings).await;
+    let token = app.create_admin("ops-lead").await;
+    let create = async |path: String, name: &str| {
+        let body = json!({ "name": name });
+        let reply = app
+            .call(reqwest::Method::POST, &path, &token, Some(&body))
+            .await;
+        assert_eq!(reply.status, 201, "{path}: {}", reply.body);
+        reply.body["data"]["id"].as_str().expect("id").to_owned()
+    };
+    let org = create("/admin/v1/organizations".into(), "acme").await;
+    create(format!("/admin/v1/organizations/{org}/projects"), "web").await;
+
+    let browser = Browser::opened_at(&app.url("/dashboard")).await;
+    browser.type_into("#token-input", &token).await;
+    browser.click("#token-form button[type=submit]").await;
+    browser
+        .dashboard("the signed-in dashboard", |d| {
+            d.orgs.iter().any(|o| o.projects == ["web"])
+        })
+        .await;
+    // The tab (the project list may be drawn again between finding and
+    // clicking one of its buttons); the only project is the one shown.
+    browser.click(".tabs a[data-view=destinations]").await;
+    browser
+        .destinations("the project's (empty) destinations", |p| p.view && p.empty)
+        .await;
+
+    // The kind chooses the settings asked for.
+    let shown = "return ['webhook', 'slack'].map((k) =>\
+        !document.querySelector(`fieldset[data-kind=${k}]`).hidden)";
+    browser.choose("#dest-kind", "slack").await;
+    assert_eq!(browser.script(shown).await, json!([false, true]));
+    browser.choose("#dest-kind", "webhook").await;
+    assert_eq!(browser.script(shown).await, json!([true, false]));
+
+    let url = format!("http://{}/hooks/tocsin", receiver.addr);
+    browser.type_into("#dest-name", "Ops webhook").await;
+    browser.type_into("#dest-webhook-url", &url).await;
+    browser
+        .type_into("#dest-channels", "deploys, payments")
+        .await;
+    browser.choose("#dest-priority", "normal").await;
+    browser.click("#dest-form button[type=submit]").await;
+    let page = browser
+        .destinations("the new destination and its secret", |p| {
+            p.secret.is_some() && p.rows.len() == 1
+        })
+        .await;
+    assert_eq!(page.error, None);
+    let secret = page.secret.clone().expect("the secret");
+    assert!(secret.starts_with("whsec_"), "{secret:?}");
+    let hint = format!("whsec_…{}", &secret[secret.len() - 4..]);
+    let row = page.row();
+    assert_eq!(
+        (row.name.as_str(), row.kind.as_str()),
+        ("Ops webhook", "Webhook")
+    );
+    assert!(
+        row.sends_to.contains(&url) && row.sends_to.contains(&hint),
+        "{row:?}"
+    );
+    assert_eq!(row.rules, "≥ normal · #deploys #payments");
+    assert!(row.health.contains("Untested"), "{row:?}");
+    assert_eq!(browser.occurrences(&secret).await, 1, "the secret, once");
+    browser.click("[data-copy=dest-secret-secret]").await;
+    browser
+        .destinations("the copy acknowledged", |p| !p.notice.is_empty())
+        .await;
+    browser
+        .screenshot("dashboard-destinations-secret.png")
+        .await;
+
+    // Loaded again, the page has the hint and nothing more of it.
+    browser.client.refresh().await.expect("the page reloads");
+    let page = browser
+        .destinations("the destinations again", |p| p.view && p.rows.len() == 1)
+        .await;
+    assert_eq!(page.secret, None);
+    assert!(page.row().sends_to.contains(&hint), "{page:?}");
+    assert_eq!(browser.occurrences(&secret).await, 0, "the secret, again");
+
+    // A test, delivered: the receiver has it, signed.
+    let test = "#destinations tbody tr button.test";
+    browser.click(test).await;
+    let page = browser
+        .destinations("the test delivered", |p| {
+            p.rows.len() == 1 && p.rows[0].outcome.contains("delivered")
+        })
+        .await;
+    let row = page.row();
+    assert!(row.outcome.starts_with("✓ test delivered in "), "{row:?}");
+    assert!(row.health.contains("Healthy"), "{row:?}");
+    let requests = receiver.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let (headers, body) = &requests[0];
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_else(|| panic!("no {name} in {headers:?}"))
+    };
+    assert!(header("webhook-id").starts_with("msg_"), "{headers:?}");
+    assert!(
+        header("webhook-timestamp").parse::<i64>().is_ok(),
+        "{headers:?}"
+    );
+    assert!(
+        header("webhook-signature").starts_with("v1,"),
+        "{headers:?}"
+    );
+    assert_eq!(body["type"], "destination.test", "{body}");
+
+    // The receiver fails: each test shows its error; three in a row mark
+    // the destination unhealthy, with the last error and when.
+    receiver.answer(500);
+    browser.click(test).await;
+    let page = browser
+        .destinations("the failed test", |p| {
+            p.rows.len() == 1 && p.rows[0].health.contains("1 failure")
+        })
+        .await;
+    let row = page.row();
+    assert!(
+        row.outcome.starts_with("✗ test failed")
+            && row.outcome.contains("the endpoint answered 500"),
+        "{row:?}"
+    );
+    assert!(row.health.contains("the endpoint answered 500"), "{row:?}");
+    assert_eq!(receiver.requests().len(), 2);
+    for failures in ["2 failures in a row", "3 failures in a row"] {
+        browser.click(test).await;
+        browser
+            .destinations(failures, |p| {
+                p.rows.len() == 1 && p.rows[0].health.contains(failures)
+            })
+            .await;
+    }
+    let page = browser
+        .destinations("the destination unhealthy", |p| {
+            p.rows.len() == 1 && p.rows[0].health.starts_with("Unhealthy")
+        })
+        .await;
+    assert!(
+        page.row().health.contains("the endpoint answered 500"),
+        "{page:?}"
+    );
+    browser
+        .script("document.getElementById('destinations').scrollIntoView(); return null")
+        .await;
+    browser.screenshot("dashboard-destinations.png").await;
+    browser
+        .assert_fits_a_phone("dashboard-destinations-phone.png")
+        .await;
+
+    // Turned off, then deleted behind a confirmation.
+    browser.click("#destinations tbody tr button.toggle").await;
+    let page = browser
+        .destinations("the destination turned off", |p| {
+            p.rows.len() == 1 && p.rows[0].health.starts_with("Disabled")
+        })
+        .await;
+    assert_eq!(page.row().toggle, "Enable");
+    browser.click("#destinations tbody tr button.delete").await;
+    browser.destinations("the confirmation", |p| p.dialog).await;
+    browser.click("#dialog-ok").await;
+    let page = browser
+        .destinations("no destination left", |p| p.empty && p.rows.is_empty())
+        .await;
+    assert_eq!(page.error, None);
     browser.close().await;
     app.stop().await;
 }

@@ -16,3 +16,4 @@ mod feed_alerts;
 mod feed_rules;
 mod fuzz;
 mod openapi;
+mod standins;

@@ -46,6 +46,7 @@ pub enum TargetType {
     Project,
     Key,
     Device,
+    Destination,
     Admin,
 }
 
@@ -90,6 +91,7 @@ impl AuditEntryOut {
             "project" => TargetType::Project,
             "key" => TargetType::Key,
             "device" => TargetType::Device,
+            "destination" => TargetType::Destination,
             "admin" => TargetType::Admin,
             other => return Err(unknown("target", other)),
         };

@@ -50,7 +50,7 @@ pub fn sender_settings(backend: &Backend) -> Result<SenderSettings, ConfigError>
                 password: backend.smtp_password.clone(),
             };
             smtp.check(&policy)
-                .map_err(|e| ConfigError::invalid("NOTIFIER_SMTP_SECURITY", e))?;
+                .map_err(|e| ConfigError(format!("the SMTP settings (NOTIFIER_SMTP_*): {e}")))?;
             Some(smtp)
         }
     };

@@ -18,6 +18,8 @@ use super::{
     Message, SmtpSecurity, SmtpSettings,
     text::{Counted, Measure, fit, html, one_line, plain, snippet},
 };
+use uuid::Uuid;
+
 use crate::{push::PushOutcome, retry::classify};
 
 /// A subject is folded by lettre; past this it is cut.
@@ -72,8 +74,13 @@ impl Mailer {
         self.password.as_ref().map(Secret::expose)
     }
 
-    pub(super) async fn send(&self, to: &[String], message: &Message) -> PushOutcome {
-        let mail = match mail(&self.from, to, message) {
+    pub(super) async fn send(
+        &self,
+        destination_id: Uuid,
+        to: &[String],
+        message: &Message,
+    ) -> PushOutcome {
+        let mail = match mail(&self.from, destination_id, to, message) {
             Ok(mail) => mail,
             Err(reason) => return PushOutcome::Rejected { reason },
         };
@@ -175,9 +182,22 @@ pub(super) fn html_part(message: &Message) -> String {
     )
 }
 
-/// The mail to `to`, from `from`.
+/// `Message-ID`: the delivery's, as a webhook's `webhook-id` is — the
+/// same on every retry of one delivery (a mail store that deduplicates by
+/// it shows a mail sent twice once), unique otherwise — at the sender's
+/// domain.
+pub(super) fn message_id(from: &Mailbox, destination_id: Uuid, message_id: Uuid) -> String {
+    format!(
+        "<{}@{}>",
+        super::webhook::webhook_id(destination_id, message_id),
+        from.email.domain()
+    )
+}
+
+/// The mail to `to`, from `from`, for the destination `destination_id`.
 pub(super) fn mail(
     from: &Mailbox,
+    destination_id: Uuid,
     to: &[String],
     message: &Message,
 ) -> Result<lettre::Message, String> {
@@ -186,6 +206,7 @@ pub(super) fn mail(
     }
     let mut builder = lettre::Message::builder()
         .from(from.clone())
+        .message_id(Some(message_id(from, destination_id, message.id)))
         .subject(subject(message));
     for address in to {
         let mailbox = mailbox(address)
@@ -282,8 +303,10 @@ mod tests {
             icon: None,
             ..sample(Some("Card declined"), Priority::High)
         };
+        let destination = Uuid::now_v7();
         let mail = mail(
             &from(),
+            destination,
             &["ops@example.com".into(), "Dev <dev@example.com>".into()],
             &message,
         )
@@ -297,6 +320,13 @@ mod tests {
         let html_at = raw.find("Content-Type: text/html").expect("text/html");
         assert!(plain_at < html_at, "the preferred alternative comes last");
         assert_eq!(mail.envelope().to().len(), 2);
+        for header in ["Date: ", "MIME-Version: 1.0"] {
+            assert!(raw.contains(header), "{header} in {raw}");
+        }
+        let id = message_id(&from(), destination, message.id);
+        assert!(raw.contains(&format!("Message-ID: {id}")), "{raw}");
+        assert!(id.starts_with("<msg_") && id.ends_with("@example.com>"));
+        assert_ne!(id, message_id(&from(), Uuid::now_v7(), message.id));
         assert_eq!(
             subject(&sample(None, Priority::Normal)),
             "[payments] 💸 Payment failed"
@@ -348,8 +378,9 @@ mod tests {
     #[test]
     fn addresses_are_checked() {
         let message = sample(None, Priority::Normal);
-        assert!(mail(&from(), &[], &message).is_err());
-        let reason = mail(&from(), &["not an address".into()], &message).expect_err("refused");
+        assert!(mail(&from(), Uuid::nil(), &[], &message).is_err());
+        let reason =
+            mail(&from(), Uuid::nil(), &["not an address".into()], &message).expect_err("refused");
         assert!(reason.contains("not an email address"), "{reason}");
     }
 
@@ -398,7 +429,11 @@ mod tests {
         };
         let mailer = Mailer::new(&settings, Duration::from_secs(2)).expect("mailer");
         let outcome = mailer
-            .send(&["ops@example.com".into()], &sample(None, Priority::Normal))
+            .send(
+                Uuid::nil(),
+                &["ops@example.com".into()],
+                &sample(None, Priority::Normal),
+            )
             .await;
         match outcome {
             PushOutcome::Retry { reason, .. } => {
@@ -407,7 +442,6 @@ mod tests {
                     "{reason}"
                 );
                 assert!(!reason.contains("hunter2"));
-                eprintln!("REASON {reason}");
             }
             other => panic!("{other:?}"),
         }

@@ -69,9 +69,10 @@ struct EventData<'a> {
     created_at: DateTime<Utc>,
 }
 
-/// RFC 3339 in UTC to the millisecond, as the API writes times.
+/// RFC 3339 in UTC to the millisecond, as the API writes times
+/// (`+00:00`), so `data` reads as `GET /v1/events/{id}` does.
 fn millis<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+    s.serialize_str(&t.to_rfc3339_opts(chrono::SecondsFormat::Millis, false))
 }
 
 /// An http(s) URL in the event's `metadata.url`: where a click leads.

@@ -238,7 +238,7 @@ impl Senders {
                 ntfy::send(&self.http, &endpoint, message).await
             }
             Settings::Email { to } => match &self.smtp {
-                Some(mailer) => mailer.send(to, message).await,
+                Some(mailer) => mailer.send(destination_id, to, message).await,
                 None => PushOutcome::Rejected {
                     reason: EMAIL_NOT_CONFIGURED.into(),
                 },
@@ -317,7 +317,7 @@ pub(crate) async fn post(
     match client.post(url, headers, body).await {
         Ok(response) => Ok(read(response).await),
         Err(SendError::Refused(refusal)) => Err(PushOutcome::Rejected {
-            reason: format!("{service} not contacted: the URL {refusal}"),
+            reason: format!("{service} was not contacted: its URL {refusal}"),
         }),
         Err(SendError::Transport(e)) => Err(classify::unanswered(format!(
             "{service} did not answer: {}",
@@ -622,7 +622,6 @@ mod tests {
         for settings in cases {
             let outcome = senders.send(Uuid::nil(), &settings, &message).await;
             let reason = reason_of(&outcome);
-            eprintln!("REASON {outcome:?}");
             assert!(!reason.is_empty(), "{outcome:?}");
             for needle in ["secret", token, "127.0.0.1", "hooks.example", "10.0.0.1"] {
                 assert!(!reason.contains(needle), "{needle} in {reason:?}");

@@ -7,7 +7,7 @@
 (() => {
   const STORAGE = 'tocsin.admin';
   const PROJECT = 'tocsin.dashboard.project';
-  const VIEWS = ['projects', 'keys', 'devices', 'audit'];
+  const VIEWS = ['projects', 'keys', 'devices', 'destinations', 'audit'];
   const AUDIT_PAGE = 50;
 
   const $ = (id) => document.getElementById(id);
@@ -19,6 +19,8 @@
     project: null,
     auditCursor: null,
     view: null,
+    // The last test of each destination shown, by its id.
+    tests: new Map(),
   };
 
   class ApiError extends Error {
@@ -229,8 +231,9 @@
     sessionStorage.removeItem(STORAGE);
     sessionStorage.removeItem(PROJECT);
     for (const id of ['orgs', 'audit']) $(id).replaceChildren();
-    for (const id of ['keys', 'devices']) $(id).tBodies[0].replaceChildren();
+    for (const id of ['keys', 'devices', 'destinations']) $(id).tBodies[0].replaceChildren();
     hideSecret();
+    hideDestSecret();
     notify('');
     showLogin();
     $('token-input').focus();
@@ -303,6 +306,7 @@
           el('span', 'count', p.keyCount + ' keys · ' + p.deviceCount + ' devices'),
           button('quiet keys', 'API keys', () => openProject(p, 'keys'), 'API keys of ' + p.name),
           button('quiet devices', 'Devices', () => openProject(p, 'devices'), 'Devices of ' + p.name),
+          button('quiet destinations', 'Destinations', () => openProject(p, 'destinations'), 'Destinations of ' + p.name),
           button('quiet rename', 'Rename', () => renameProject(p), 'Rename project ' + p.name)
         );
         list.append(li);
@@ -348,6 +352,8 @@
     sessionStorage.setItem(PROJECT, id);
     $('project').value = id;
     hideSecret();
+    hideDestSecret();
+    state.tests.clear();
   }
 
   async function rename(kind, current, path) {
@@ -585,6 +591,192 @@
     });
   }
 
+  // ---- destinations ----
+
+  const KINDS = { webhook: 'Webhook', slack: 'Slack', discord: 'Discord', telegram: 'Telegram', ntfy: 'ntfy', email: 'Email' };
+  const SECRETS = { secret: 'Signing secret', webhookUrl: 'Webhook URL', botToken: 'Bot token', token: 'Access token' };
+  const HEALTH = { untested: 'Untested', healthy: 'Healthy', unhealthy: 'Unhealthy', disabled: 'Disabled' };
+  const FAILED = { retryable: 'failed (retried for alerts)', rejected: 'rejected', gone: 'gone: now disabled' };
+
+  const destPath = (project, id) => '/projects/' + project.id + '/destinations' + (id ? '/' + id : '');
+
+  async function loadDestinations() {
+    const project = currentProject();
+    const body = $('destinations').tBodies[0];
+    if (!project) return body.replaceChildren();
+    const { items } = await api('GET', destPath(project));
+    if (project.id !== state.project) return;
+    body.replaceChildren(...items.map((d) => destinationRow(project, d)));
+    $('destinations-empty').hidden = items.length > 0;
+  }
+
+  // Where it sends, and its secret's hint, from its settings (which have
+  // only hints of secrets).
+  function sendsTo(d) {
+    const s = d.settings || {};
+    const [where, secret] = {
+      webhook: [s.url, 'secret ' + s.secret],
+      telegram: ['chat ' + s.chatId, 'bot ' + s.botToken],
+      ntfy: [s.serverUrl + '/' + s.topic, s.token && 'token ' + s.token],
+      email: [(s.to || []).join(', ')],
+    }[d.kind] || [s.webhookUrl];
+    const box = el('div', null, where);
+    if (secret) box.append(el('p', 'hint', secret));
+    return box;
+  }
+
+  function destinationHealth(d) {
+    const h = d.health;
+    const box = el('div');
+    const cls = { healthy: 'good', unhealthy: 'bad', disabled: 'bad' }[h.status];
+    box.append(chips([HEALTH[h.status] || h.status], cls));
+    let note = null;
+    if (h.status === 'disabled') {
+      note = el('p', 'hint', d.disabledReason || 'turned off');
+    } else if (h.failures && h.lastError) {
+      note = el('p', 'hint', (h.failures === 1 ? '1 failure' : h.failures + ' failures in a row') + ': ' + h.lastError + ' ');
+      note.append(time(h.lastErrorAt) || '');
+    } else if (h.lastDeliveredAt) {
+      note = el('p', 'hint', 'delivered ');
+      note.append(time(h.lastDeliveredAt));
+    }
+    if (note) box.append(note);
+    const tried = state.tests.get(d.id);
+    const outcome = el('p', 'outcome' + (tried ? (tried.outcome === 'delivered' ? ' good' : ' bad') : ''), tried && tried.text);
+    outcome.setAttribute('role', 'status');
+    box.append(outcome);
+    return box;
+  }
+
+  function destinationRow(project, d) {
+    const row = el('tr', d.enabled ? null : 'revoked');
+    row.dataset.id = d.id;
+    cell(row, 'Name', d.name);
+    cell(row, 'Kind', KINDS[d.kind] || d.kind);
+    cell(row, 'Sends to', sendsTo(d)).className = 'rules';
+    cell(row, 'Rules', rulesText(d)).className = 'rules';
+    cell(row, 'Health', destinationHealth(d));
+    const actions = cell(row, 'Actions', '');
+    actions.className = 'actions';
+    const toggle = d.enabled ? 'Disable' : 'Enable';
+    actions.append(
+      button('quiet test', 'Send test', (e) => testDestination(project, d, e.currentTarget), 'Send a test to ' + d.name),
+      ' ',
+      button('quiet toggle', toggle, () => toggleDestination(project, d), toggle + ' destination ' + d.name),
+      ' ',
+      button('quiet danger delete', 'Delete', () => deleteDestination(project, d), 'Delete destination ' + d.name)
+    );
+    return row;
+  }
+
+  function showKind() {
+    const kind = $('dest-kind').value;
+    for (const set of $('dest-form').querySelectorAll('fieldset.kind')) {
+      set.hidden = set.disabled = set.dataset.kind !== kind;
+    }
+  }
+
+  const splitList = (text) => text.split(',').map((v) => v.trim()).filter(Boolean);
+
+  async function createDestination(e) {
+    e.preventDefault();
+    const project = currentProject();
+    if (!project) return;
+    const form = $('dest-form');
+    const kind = $('dest-kind').value;
+    const settings = {};
+    for (const input of form.querySelectorAll('fieldset.kind:not([disabled]) input')) {
+      const value = input.value.trim();
+      if (value) settings[input.name] = input.name === 'to' ? splitList(value) : value;
+    }
+    const body = { kind, name: $('dest-name').value.trim(), settings };
+    const channels = splitList($('dest-channels').value);
+    if (channels.length) body.channels = channels;
+    if ($('dest-priority').value) body.minPriority = $('dest-priority').value;
+    await attempt(async () => {
+      const { destination, secrets } = await api('POST', destPath(project), body);
+      form.reset();
+      showKind();
+      if (Object.keys(secrets).length) showDestSecret(destination, secrets);
+      else notify('Created destination ' + destination.name + '.');
+      await loadDestinations();
+    });
+  }
+
+  function showDestSecret(d, secrets) {
+    $('dest-secret-title').textContent = 'New destination ' + d.name + ' (' + (KINDS[d.kind] || d.kind) + ')';
+    const box = $('dest-secrets');
+    box.replaceChildren();
+    for (const [field, value] of Object.entries(secrets)) {
+      const id = 'dest-secret-' + field;
+      const code = el('code', 'value', value);
+      code.id = id;
+      const copyButton = button('quiet', 'Copy', copy, 'Copy the ' + (SECRETS[field] || field).toLowerCase());
+      copyButton.dataset.copy = id;
+      const row = el('div', 'copyable');
+      row.append(code, copyButton);
+      box.append(el('h4', null, SECRETS[field] || field), row);
+    }
+    if (secrets.secret) {
+      box.append(el('p', 'hint', "Your endpoint checks each request's webhook-signature header with it (Standard Webhooks)."));
+    }
+    const section = $('dest-secret');
+    section.hidden = false;
+    section.focus();
+  }
+
+  function hideDestSecret() {
+    $('dest-secret').hidden = true;
+    $('dest-secrets').replaceChildren();
+  }
+
+  async function testDestination(project, d, trigger) {
+    trigger.disabled = true;
+    const outcome = trigger.closest('tr').querySelector('.outcome');
+    outcome.className = 'outcome';
+    outcome.textContent = 'Sending a test…';
+    const ok = await attempt(async () => {
+      const r = await api('POST', destPath(project, d.id) + '/test');
+      const text = r.outcome === 'delivered' ? '✓ test delivered in ' + r.latencyMs + ' ms' : '✗ test ' + (FAILED[r.outcome] || r.outcome) + ': ' + r.error;
+      state.tests.set(d.id, { outcome: r.outcome, text });
+      notify('Test to ' + d.name + ': ' + text);
+      const row = trigger.closest('tr');
+      if (row && row.isConnected) {
+        const fresh = destinationRow(project, r.destination);
+        row.replaceWith(fresh);
+        fresh.querySelector('button.test').focus();
+      }
+    });
+    if (!ok) {
+      outcome.textContent = '';
+      trigger.disabled = false;
+    }
+  }
+
+  async function toggleDestination(project, d) {
+    await attempt(async () => {
+      await api('PATCH', destPath(project, d.id), { enabled: !d.enabled });
+      notify((d.enabled ? 'Disabled' : 'Enabled') + ' destination ' + d.name + '.');
+      await loadDestinations();
+    });
+  }
+
+  async function deleteDestination(project, d) {
+    const ok = await ask({
+      title: 'Delete destination ' + d.name + '?',
+      text: 'Alerts from ' + projectLabel(project) + ' stop going to it. What was delivered stays delivered.',
+      ok: 'Delete destination',
+      danger: true,
+    });
+    if (!ok) return;
+    await attempt(async () => {
+      await api('DELETE', destPath(project, d.id));
+      state.tests.delete(d.id);
+      notify('Deleted destination ' + d.name + '.');
+      await loadDestinations();
+    });
+  }
+
   // ---- audit log ----
 
   async function loadAudit(more) {
@@ -618,7 +810,13 @@
 
   // ---- views ----
 
-  const loaders = { projects: loadProjects, keys: loadKeys, devices: loadDevices, audit: () => loadAudit(false) };
+  const loaders = {
+    projects: loadProjects,
+    keys: loadKeys,
+    devices: loadDevices,
+    destinations: loadDestinations,
+    audit: () => loadAudit(false),
+  };
 
   async function route() {
     if (!state.token) return;
@@ -630,7 +828,7 @@
       if (a.dataset.view === view) a.setAttribute('aria-current', 'page');
       else a.removeAttribute('aria-current');
     }
-    const perProject = view === 'keys' || view === 'devices';
+    const perProject = ['keys', 'devices', 'destinations'].includes(view);
     $('project-bar').hidden = !perProject || !state.projects.length;
     $('no-project').hidden = !perProject || state.projects.length > 0;
     if (perProject && !state.projects.length) $('view-' + view).hidden = true;
@@ -664,6 +862,9 @@
     });
     $('key-form').addEventListener('submit', createKey);
     $('secret-done').addEventListener('click', hideSecret);
+    $('dest-form').addEventListener('submit', createDestination);
+    $('dest-kind').addEventListener('change', showKind);
+    $('dest-secret-done').addEventListener('click', hideDestSecret);
     for (const b of document.querySelectorAll('[data-copy]')) b.addEventListener('click', copy);
     $('audit-more').addEventListener('click', () => attempt(() => loadAudit(true)));
     window.addEventListener('hashchange', route);
