@@ -5,6 +5,7 @@
 
 mod admin;
 mod cli;
+mod destinations;
 mod faults;
 mod held;
 mod logs;
