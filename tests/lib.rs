@@ -292,9 +292,13 @@ impl TestApp {
             .expect("the store opens");
         let store = wrap(store);
         let Embedded { provider, notifier } = embedded;
-        let app = Service::build(config, Arc::clone(&store), || {
-            Ok(notifier::Embedded::new(notifier, provider))
-        })
+        let tester = notifier::destination_tester(&config.backend).expect("the senders");
+        let app = Service::build(
+            config,
+            Arc::clone(&store),
+            || Ok(notifier::Embedded::new(notifier, provider)),
+            tester,
+        )
         .await
         .expect("ingest starts");
         let config = app.config().clone();
@@ -533,6 +537,9 @@ pub async fn scrape(client: &reqwest::Client, url: &str) -> openmetrics::Scrape 
 pub fn test_notifier_config() -> notifier::Config {
     let mut config = notifier::Config::defaults();
     config.listen = "127.0.0.1:0".into();
+    // A key of its own: a standalone notifier on SQLite would otherwise
+    // make one in `./data` (an embedded one takes ingest's).
+    config.backend.secrets_key = Some(common::config::Secret::new(test_secrets_key()));
     config.retry_base_ms = std::num::NonZeroU64::new(200).expect("non-zero");
     config.retry_max_ms = 800;
     config.max_retries = 3;

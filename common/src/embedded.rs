@@ -57,3 +57,47 @@ pub trait RunningWorker: Send + Sync {
     /// Stops consuming and finishes the jobs in hand.
     async fn stop(self: Box<Self>);
 }
+
+/// What a destination's test alert came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TestSent {
+    /// The receiver took it.
+    Delivered,
+    /// It failed as a delivery would be retried for (a 5xx, a 429, no answer).
+    Retryable(String),
+    /// It was refused for a reason retrying does not fix.
+    Rejected(String),
+    /// The receiver says the destination is gone.
+    Gone(String),
+}
+
+/// Sends a destination one test alert, exactly as the notifier sends its
+/// alerts: the admin API's "send test" (ingest's library cannot use the
+/// notifier's senders directly; the binary passes them in).
+#[async_trait]
+pub trait DestinationTester: Send + Sync {
+    /// Sends `destination` of `project`, whose opened settings are
+    /// `settings`, a test alert, once.
+    async fn send_test(
+        &self,
+        destination: &crate::store::Destination,
+        settings: &crate::destination::Settings,
+        project: &str,
+    ) -> TestSent;
+}
+
+/// A tester for a server that sends no test alerts (the fuzzing harness,
+/// unit tests of the API's layers): every test is refused, saying so.
+pub struct NoTester;
+
+#[async_trait]
+impl DestinationTester for NoTester {
+    async fn send_test(
+        &self,
+        _destination: &crate::store::Destination,
+        _settings: &crate::destination::Settings,
+        _project: &str,
+    ) -> TestSent {
+        TestSent::Rejected("this server sends no test alerts".into())
+    }
+}

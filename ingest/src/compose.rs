@@ -16,7 +16,8 @@
 use std::{future::Future, net::SocketAddr, sync::Arc};
 
 use common::{
-    embedded::{EmbeddedWorker, RunningWorker, WorkerParts},
+    config::Backend,
+    embedded::{DestinationTester, EmbeddedWorker, RunningWorker, WorkerParts},
     queue,
     store::Store,
 };
@@ -25,13 +26,16 @@ use crate::{Application, Config};
 
 /// Runs the service until SIGTERM or Ctrl-C, on the store the settings
 /// select; `embedded` makes the worker of the embedded mode (called only in
-/// that mode, so its settings are read only when they matter).
+/// that mode, so its settings are read only when they matter), and
+/// `tester` the senders a destination's "send test" goes through.
 pub async fn serve<W: EmbeddedWorker + 'static>(
     config: Config,
     embedded: impl FnOnce() -> anyhow::Result<W>,
+    tester: impl FnOnce(&Backend) -> anyhow::Result<Arc<dyn DestinationTester>>,
 ) -> anyhow::Result<()> {
     let store = open_store(&config).await?;
-    Service::build(config, store, embedded)
+    let tester = tester(&config.backend)?;
+    Service::build(config, store, embedded, tester)
         .await?
         .run_until(common::shutdown::signal())
         .await
@@ -59,6 +63,7 @@ impl Service {
         mut config: Config,
         store: Arc<dyn Store>,
         embedded: impl FnOnce() -> anyhow::Result<W>,
+        tester: Arc<dyn DestinationTester>,
     ) -> anyhow::Result<Self> {
         let mut registry = common::metrics::registry();
         let (producer, consumer) = queue::open(&config.backend.queue());
@@ -79,7 +84,7 @@ impl Service {
                 registry: &mut registry,
             })?)
         };
-        let app = Application::build(config, store, producer, registry).await?;
+        let app = Application::build(config, store, producer, registry, tester).await?;
         Ok(Self { app, worker })
     }
 

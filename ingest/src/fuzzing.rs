@@ -7,7 +7,7 @@
 //! requests the way a client does; the functions below it are the parsers
 //! of single values (a cursor, a header).
 
-use std::{num::NonZeroU32, path::Path};
+use std::{num::NonZeroU32, path::Path, sync::Arc};
 
 use common::{
     keys::SecretKind,
@@ -70,8 +70,15 @@ impl Api {
             // a worker with no devices to notify would.
             let (producer, consumer) = queue::open(&config.backend.queue());
             tokio::spawn(drain(consumer));
-            let app =
-                Application::build(config, store, producer, common::metrics::registry()).await?;
+            let app = Application::build(
+                config,
+                store,
+                producer,
+                common::metrics::registry(),
+                // The fuzzer's server never sends anywhere.
+                Arc::new(common::embedded::NoTester),
+            )
+            .await?;
             anyhow::Ok((app, secret))
         })?;
         Ok(Self {

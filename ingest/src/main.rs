@@ -4,5 +4,12 @@
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    ingest::cli::main(|config| ingest::compose::serve(config, notifier::Embedded::from_env)).await
+    ingest::cli::main(|config| {
+        ingest::compose::serve(
+            config,
+            notifier::Embedded::from_env,
+            notifier::destination_tester,
+        )
+    })
+    .await
 }

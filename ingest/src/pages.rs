@@ -8,7 +8,8 @@
 //!   service worker at `/sw.js` (which shows Web Push alerts; served from
 //!   the root so its scope covers the feed at `/`);
 //! - the dashboard at `GET /dashboard` administers organizations,
-//!   projects, API keys and devices through `/admin/v1` with an admin token.
+//!   projects, API keys, devices and destinations through `/admin/v1`
+//!   with an admin token.
 //!
 //! Both share one stylesheet (`shared/tocsin.css`: the design tokens and
 //! the header, form and message styles) and the icon. A page's files are

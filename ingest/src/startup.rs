@@ -64,6 +64,7 @@ impl Application {
         store: Arc<dyn Store>,
         queue: Arc<dyn JobQueue>,
         mut registry: Registry,
+        tester: Arc<dyn common::embedded::DestinationTester>,
     ) -> anyhow::Result<Self> {
         let addr = config.listen_addr()?;
         let metrics = IngestMetrics::register(&mut registry);
@@ -82,7 +83,7 @@ impl Application {
         let mut background = vec![tokio::spawn(
             Arc::clone(&outbox).run_relay(config.relay_interval(), stopped.clone()),
         )];
-        let state = Arc::new(AppState::new(config, store, outbox, metrics)?);
+        let state = Arc::new(AppState::new(config, store, outbox, metrics, tester)?);
         background.push(tokio::spawn(
             Arc::clone(&state.tail).run(state.config.stream_poll_interval()),
         ));

@@ -39,6 +39,7 @@ impl AppState {
         store: Arc<dyn Store>,
         outbox: Arc<Outbox>,
         metrics: IngestMetrics,
+        tester: Arc<dyn common::embedded::DestinationTester>,
     ) -> anyhow::Result<Self> {
         let rate_limits = RateLimits::new(
             config.rate_limit_per_minute.get(),
@@ -51,7 +52,7 @@ impl AppState {
         let streams = StreamSlots::new(config.streams_per_key, metrics.open_streams.clone());
         // Checked when the settings loaded.
         let endpoint_policy = EndpointPolicy::new(config.webpush_allowed().unwrap_or_default());
-        let destinations = Sending::new(&config.backend)?;
+        let destinations = Sending::new(&config.backend, tester)?;
         Ok(Self {
             config,
             endpoint_policy,
@@ -98,7 +99,8 @@ impl AppState {
             metrics.clone(),
             config.relay_times(),
         ));
-        let state = Self::new(config, store, outbox, metrics).expect("the state builds");
+        let tester = Arc::new(common::embedded::NoTester);
+        let state = Self::new(config, store, outbox, metrics, tester).expect("the state builds");
         (Arc::new(state), dir)
     }
 }

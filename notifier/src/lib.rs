@@ -39,6 +39,7 @@ use tokio::{
 pub use config::Config;
 pub use config::destinations::{
     sender_settings as destination_sender_settings, senders as destination_senders,
+    tester as destination_tester,
 };
 use deliver::Deliverer;
 use metrics::NotifierMetrics;

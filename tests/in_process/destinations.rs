@@ -581,6 +581,47 @@ async fn a_test_alert_reports_its_outcome(kind: StoreKind) {
     assert_eq!(failed["destination"]["health"]["failures"], 1);
 }
 
+/// A URL that passed at creation is checked again at every send, its name
+/// resolved then: here the name resolves to an address ingest allowed
+/// (its allow-list has 127.0.0.1) and the notifier does not (its list is
+/// empty), as after a DNS rebinding; nothing is sent.
+async fn a_url_is_checked_again_when_sent_with_its_name_resolved_again(kind: StoreKind) {
+    let w = world_with(kind, |n| {
+        n.backend.destinations_allow = String::new();
+        // Plain SMTP is for allowed hosts only: none here.
+        n.backend.smtp_host = None;
+    })
+    .await;
+    let url = w
+        .standins
+        .url("/webhook/hook")
+        .replace("http://127.0.0.1", "https://localhost");
+    let created = ok(
+        &w.admin(
+            Method::POST,
+            "",
+            Some(&json!({ "kind": "webhook", "name": "rebound", "settings": { "url": url } })),
+        )
+        .await,
+        201,
+    );
+    let id = created["destination"]["id"].clone();
+    let event = w.event("payments", "Payment failed").await;
+    let settled = w.app.settled(&w.key, &event, "failed").await;
+    let delivery = &settled["notification"]["deliveries"][0];
+    assert_eq!(delivery["destinationId"], id);
+    let error = delivery["error"].as_str().expect("an error");
+    assert!(
+        error.contains("was not contacted") && error.contains("public address"),
+        "{error}"
+    );
+    assert_eq!(
+        delivery["attempts"], 1,
+        "a refusal is not retried: {delivery}"
+    );
+    assert!(w.standins.received("/webhook/").await.is_empty());
+}
+
 /// The store keeps what it is given (sealed settings, masked view,
 /// rules), changes it by patch, counts health, and never mixes scopes.
 async fn the_store_keeps_destinations_and_their_health(kind: StoreKind) {
@@ -725,6 +766,7 @@ async fn the_store_keeps_destinations_and_their_health(kind: StoreKind) {
 
 for_each_store!(
     the_store_keeps_destinations_and_their_health,
+    a_url_is_checked_again_when_sent_with_its_name_resolved_again,
     every_kind_gets_the_alert_once_in_its_own_form,
     a_500_and_a_429_are_retried_and_delivered_once,
     a_webhook_answering_410_is_disabled_and_gets_nothing_more,

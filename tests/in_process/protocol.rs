@@ -150,6 +150,12 @@ async fn unknown_ids_get_a_documented_404(kind: StoreKind) {
             "delete /admin/v1/projects/{projectId}/devices/{deviceId}".into(),
             "post /admin/v1/keys/{keyId}/revoke".into(),
             "post /admin/v1/keys/{keyId}/rotate".into(),
+            "post /admin/v1/projects/{projectId}/destinations".into(),
+            "get /admin/v1/projects/{projectId}/destinations".into(),
+            "get /admin/v1/projects/{projectId}/destinations/{destinationId}".into(),
+            "patch /admin/v1/projects/{projectId}/destinations/{destinationId}".into(),
+            "delete /admin/v1/projects/{projectId}/destinations/{destinationId}".into(),
+            "post /admin/v1/projects/{projectId}/destinations/{destinationId}/test".into(),
         ]),
     );
 }
@@ -179,6 +185,13 @@ fn sample_bodies(template: &str) -> (Value, Value) {
             json!({ "gracePeriodSeconds": 1 }),
             json!({ "gracePeriodSeconds": 2 }),
         ),
+        "/admin/v1/projects/{projectId}/destinations" => (
+            json!({ "kind": "email", "name": "a", "settings": { "to": ["a@example.com"] } }),
+            json!({ "kind": "email", "name": "b", "settings": { "to": ["b@example.com"] } }),
+        ),
+        "/admin/v1/projects/{projectId}/destinations/{destinationId}" => {
+            (json!({ "name": "a" }), json!({ "name": "b" }))
+        }
         other => panic!("add sample bodies for {other}"),
     }
 }

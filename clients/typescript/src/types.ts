@@ -84,15 +84,16 @@ export type NotificationState = Schemas["NotificationStateOut"];
 export type EventPriority = Schemas["EventPriority"];
 
 /**
- * Where the push of an event to one device stands (schema `DeliveryStateOut`):
- * `"sending"`, `"retrying"`, `"delivered"`, `"failed"`, or, when the device's
- * rules kept it back, `"filtered"` (never sent) or `"held"` (waits for a
- * quiet-hours summary or a burst digest).
+ * Where the alert of an event to one recipient (a device or a destination)
+ * stands (schema `DeliveryStateOut`): `"sending"`, `"retrying"`,
+ * `"delivered"`, `"failed"`, or, when the recipient's rules kept it back,
+ * `"filtered"` (never sent) or `"held"` (waits for a quiet-hours summary or a
+ * burst digest).
  */
 export type NotificationDeliveryState = Schemas["DeliveryStateOut"];
 
 /**
- * Which of the device's rules filtered or held a delivery (schema
+ * Which of the device's or destination's rules filtered or held a delivery (schema
  * `DeliveryReasonOut`): `"channel"`, `"tag"`, `"priority"`, `"quietHours"`
  * or `"burst"`.
  */
@@ -100,8 +101,20 @@ export type DeliveryReason = Schemas["DeliveryReasonOut"];
 
 type DeliveryOutSchema = Schemas["DeliveryOut"];
 
-/** The push of an event to one device (schema `DeliveryOut`). */
+/**
+ * The alert of an event to one recipient (schema `DeliveryOut`): a device's
+ * push, or a destination's message (webhook, Slack, Discord, Telegram, ntfy,
+ * email). Exactly one of `deviceId` and `destinationId` is present, naming
+ * the recipient; `provider` is, once tried, who answered: `"apns"`,
+ * `"webpush"`, `"fcm"` or `"log"` for a push, the destination's kind
+ * (`"webhook"`, `"slack"`, `"discord"`, `"telegram"`, `"ntfy"`, `"email"`)
+ * for a message.
+ */
 export interface NotificationDelivery extends DeliveryOutSchema {
+  /** The device pushed to, for a push; absent for a destination's message. */
+  deviceId?: string;
+  /** The destination sent to, for a destination's message; absent for a push. */
+  destinationId?: string;
   state: NotificationDeliveryState;
   /** Why it was filtered or held; null in the other states. */
   reason: DeliveryReason | null;
@@ -112,7 +125,10 @@ type NotificationOutSchema = Schemas["NotificationOut"];
 /** An event's notification state and, when looked up, its deliveries (schema `NotificationOut`). */
 export interface Notification extends NotificationOutSchema {
   state: NotificationState;
-  /** One entry per device the push was sent to; only in `GET /v1/events/{id}`, absent after `create`. */
+  /**
+   * One entry per device and destination of the project the event concerned
+   * (sent, filtered or held); only in `GET /v1/events/{id}`, absent after `create`.
+   */
   deliveries?: NotificationDelivery[];
 }
 

@@ -277,6 +277,57 @@ mod tests {
     }
 
     #[test]
+    fn destination_settings_are_checked_with_their_variables() {
+        for (backend, variable) in [
+            (
+                Backend {
+                    destinations_allow: "10.0.0.0/8, not a host!".into(),
+                    ..Backend::default()
+                },
+                "NOTIFIER_DESTINATIONS_ALLOW",
+            ),
+            (
+                Backend {
+                    smtp_security: "ssl".into(),
+                    ..Backend::default()
+                },
+                "NOTIFIER_SMTP_SECURITY",
+            ),
+            (
+                Backend {
+                    secrets_key: Some(Secret::new("too short")),
+                    ..Backend::default()
+                },
+                "TOCSIN_SECRETS_KEY",
+            ),
+        ] {
+            let err = backend.validate(|k| k.to_uppercase()).expect_err("refused");
+            assert!(err.to_string().contains(variable), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_secrets_key_is_the_operators_or_the_sqlite_stores_own() {
+        let dir = tempfile::tempdir().expect("dir");
+        let sqlite = Backend {
+            data_dir: dir.path().to_path_buf(),
+            ..Backend::default()
+        };
+        assert!(sqlite.secrets_key().expect("made").is_some());
+        assert!(dir.path().join(crate::sealed::KEY_FILE).exists());
+        let mongo = Backend {
+            mongodb_uri: Some(Secret::new("mongodb://127.0.0.1:27017")),
+            data_dir: dir.path().join("unused"),
+            ..Backend::default()
+        };
+        assert!(
+            mongo.secrets_key().expect("read").is_none(),
+            "no key file for MongoDB"
+        );
+        assert!(!dir.path().join("unused").exists());
+    }
+
+    #[test]
     fn a_broker_url_of_another_scheme_is_refused() {
         let backend = Backend {
             amqp_url: Some(Secret::new("http://127.0.0.1:5672")),

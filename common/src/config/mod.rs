@@ -258,6 +258,25 @@ mod tests {
     }
 
     #[test]
+    fn every_service_reads_the_destinations_settings_by_the_notifiers_names() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("NOTIFIER_DESTINATIONS_ALLOW", "127.0.0.1,ntfy.internal");
+            jail.set_env("NOTIFIER_SMTP_HOST", "smtp.internal");
+            jail.set_env("TOCSIN_SECRETS_KEY", "a2V5");
+            let demo = load::<Demo>(&sources()).expect("loads");
+            assert_eq!(demo.backend.destinations_allow, "127.0.0.1,ntfy.internal");
+            assert_eq!(demo.backend.smtp_host.as_deref(), Some("smtp.internal"));
+            assert_eq!(
+                demo.backend.secrets_key.as_ref().map(Secret::expose),
+                Some("a2V5")
+            );
+            assert_eq!(sources().variable("smtp_host"), "NOTIFIER_SMTP_HOST");
+            assert_eq!(sources().variable("secrets_key"), "TOCSIN_SECRETS_KEY");
+            Ok(())
+        });
+    }
+
+    #[test]
     fn a_zero_deadline_is_refused_with_its_variable() {
         figment::Jail::expect_with(|jail| {
             jail.set_env("DEMO_BROKER_TIMEOUT_MS", "0");

@@ -17,7 +17,7 @@ use poem_openapi::{
     ApiResponse, Enum, Object, OpenApi, Union,
     param::Path,
     payload::Json,
-    types::{ParseFromJSON, ToJSON},
+    types::{Example, ParseFromJSON, ToJSON},
 };
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -162,10 +162,13 @@ pub struct EmailSettingsIn {
 /// Builds one kind's creation body: its `kind`, its settings, and what
 /// every destination has (a name, a switch, the rules devices have).
 macro_rules! destination_in {
-    ($(#[$meta:meta])* $name:ident, $kind:ty, $settings:ty) => {
+    (
+        $(#[$meta:meta])* $name:ident, $kind:ident :: $tag:ident, $settings:ty,
+        example: $label:literal, $example:expr
+    ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Object)]
-        #[oai(rename_all = "camelCase", deny_unknown_fields)]
+        #[oai(rename_all = "camelCase", deny_unknown_fields, example)]
         pub struct $name {
             pub kind: $kind,
             /// A label to recognise it by.
@@ -205,44 +208,90 @@ macro_rules! destination_in {
                 (self.name, self.enabled.unwrap_or(true), rules, self.settings)
             }
         }
+
+        /// The sample the docs show: alerts of `normal` or higher.
+        impl Example for $name {
+            fn example() -> Self {
+                Self {
+                    kind: $kind::$tag,
+                    name: $label.into(),
+                    enabled: None,
+                    settings: $example,
+                    channels: None,
+                    tags: None,
+                    min_priority: Some(EventPriority::Normal),
+                    quiet_hours: None,
+                    burst: None,
+                }
+            }
+        }
     };
 }
 
 destination_in!(
     /// A webhook destination. Unknown fields are rejected.
     WebhookDestinationIn,
-    WebhookKind,
-    WebhookSettingsIn
+    WebhookKind::Webhook,
+    WebhookSettingsIn,
+    example: "Orders service",
+    WebhookSettingsIn {
+        url: "https://orders.example.com/hooks/tocsin".into(),
+    }
 );
 destination_in!(
     /// A Slack destination. Unknown fields are rejected.
     SlackDestinationIn,
-    SlackKind,
-    SlackSettingsIn
+    SlackKind::Slack,
+    SlackSettingsIn,
+    example: "#ops on Slack",
+    SlackSettingsIn {
+        webhook_url: "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"
+            .into(),
+    }
 );
 destination_in!(
     /// A Discord destination. Unknown fields are rejected.
     DiscordDestinationIn,
-    DiscordKind,
-    DiscordSettingsIn
+    DiscordKind::Discord,
+    DiscordSettingsIn,
+    example: "#alerts on Discord",
+    DiscordSettingsIn {
+        webhook_url: "https://discord.com/api/webhooks/123456789012345678/XXXXXXXXXXXXXXXXXXXX"
+            .into(),
+    }
 );
 destination_in!(
     /// A Telegram destination. Unknown fields are rejected.
     TelegramDestinationIn,
-    TelegramKind,
-    TelegramSettingsIn
+    TelegramKind::Telegram,
+    TelegramSettingsIn,
+    example: "On-call group",
+    TelegramSettingsIn {
+        bot_token: "123456789:AAExampleExampleExampleExample0000".into(),
+        chat_id: "-1001234567890".into(),
+    }
 );
 destination_in!(
     /// An ntfy destination. Unknown fields are rejected.
     NtfyDestinationIn,
-    NtfyKind,
-    NtfySettingsIn
+    NtfyKind::Ntfy,
+    NtfySettingsIn,
+    example: "Phones via ntfy",
+    NtfySettingsIn {
+        server_url: "https://ntfy.sh".into(),
+        topic: "acme-shop-alerts".into(),
+        token: None,
+    }
 );
 destination_in!(
     /// An email destination. Unknown fields are rejected.
     EmailDestinationIn,
-    EmailKind,
-    EmailSettingsIn
+    EmailKind::Email,
+    EmailSettingsIn,
+    example: "On-call mail",
+    EmailSettingsIn {
+        to: vec!["oncall@example.com".into()],
+    }
 );
 
 /// A new destination, by `kind`.
@@ -272,7 +321,7 @@ pub enum SettingsIn {
 /// A change to a destination. A field left out is left as it is; `null`
 /// clears a rule. Unknown fields are rejected.
 #[derive(Debug, Clone, Object)]
-#[oai(rename_all = "camelCase", deny_unknown_fields)]
+#[oai(rename_all = "camelCase", deny_unknown_fields, example)]
 pub struct DestinationPatchIn {
     /// A label to recognise it by.
     #[oai(validator(min_length = 1, max_length = 100))]
@@ -295,6 +344,27 @@ pub struct DestinationPatchIn {
     pub quiet_hours: Change<QuietHoursIn>,
     /// A burst limit; null for none.
     pub burst: Change<BurstRule>,
+}
+
+/// The sample the docs show: only `payments`, quiet at night.
+impl Example for DestinationPatchIn {
+    fn example() -> Self {
+        Self {
+            name: None,
+            enabled: Some(true),
+            settings: None,
+            channels: Change::Set(vec!["payments".into()]),
+            tags: Change::Keep,
+            min_priority: Change::Keep,
+            quiet_hours: Change::Set(QuietHoursIn {
+                start: "22:00".into(),
+                end: "07:00".into(),
+                time_zone: "Europe/Berlin".into(),
+                allow_priority: Change::Keep,
+            }),
+            burst: Change::Keep,
+        }
+    }
 }
 
 /// How a destination's deliveries have gone.

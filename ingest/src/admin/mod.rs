@@ -1,8 +1,9 @@
 //! The admin API under `/admin/v1`: what an operator does in the dashboard
 //! (organizations and projects, a project's API keys, devices and
-//! destinations, the audit log), with a bearer admin token the authentication layer checks. One module per
-//! resource, each owning its types and handlers; every write is recorded in
-//! the audit log. Responses use the API's envelopes and errors.
+//! destinations, the audit log), with a bearer admin token the
+//! authentication layer checks. One module per resource, each owning its
+//! types and handlers; every write is recorded in the audit log. Responses
+//! use the API's envelopes and errors.
 
 pub mod audit_log;
 pub mod destinations;

@@ -1,16 +1,19 @@
 //! What the admin API needs of destinations beyond the store: the SSRF
 //! policy their URLs are checked against (the notifier's, from the same
-//! settings), the key their secrets are sealed with, and the senders a
-//! "send test" goes out through (the notifier's own code, so a test is
-//! sent exactly as an alert would be).
+//! settings), the key their secrets are sealed with, and the tester a
+//! "send test" goes out through (the notifier's own senders, passed in by
+//! the binary, so a test is sent exactly as an alert would be).
 
-use std::time::Instant;
+use std::{sync::Arc, time::Instant};
 
 use common::{
-    config::Backend, destination::Settings, endpoint::EndpointPolicy, sealed::SecretsKey,
+    config::Backend,
+    destination::Settings,
+    embedded::{DestinationTester, TestSent},
+    endpoint::EndpointPolicy,
+    sealed::SecretsKey,
     store::Destination,
 };
-use notifier::{destinations::Message, push::PushOutcome};
 
 use super::destinations::{TestOutcome, Tried};
 use crate::error::ApiError;
@@ -18,17 +21,19 @@ use crate::error::ApiError;
 pub struct Sending {
     pub policy: EndpointPolicy,
     key: Option<SecretsKey>,
-    senders: notifier::destinations::Senders,
+    tester: Arc<dyn DestinationTester>,
 }
 
 impl Sending {
     /// From the settings ingest shares with the notifier.
-    pub fn new(backend: &Backend) -> anyhow::Result<Self> {
-        let settings = notifier::destination_sender_settings(backend)?;
+    pub fn new(backend: &Backend, tester: Arc<dyn DestinationTester>) -> anyhow::Result<Self> {
+        let allowed = backend
+            .destinations_allow()
+            .map_err(|e| anyhow::anyhow!("NOTIFIER_DESTINATIONS_ALLOW: {e}"))?;
         Ok(Self {
-            policy: settings.policy.clone(),
+            policy: EndpointPolicy::hosts(allowed),
             key: backend.secrets_key()?,
-            senders: notifier::destinations::Senders::new(settings)?,
+            tester,
         })
     }
 
@@ -54,20 +59,14 @@ impl Sending {
     /// Sends `destination` a test alert, once.
     pub async fn test(&self, destination: &Destination, project: &str) -> Result<Tried, ApiError> {
         let settings = self.open(destination)?;
-        let message = Message::test(
-            destination.id,
-            &destination.name,
-            project,
-            common::time::now(),
-        );
         let started = Instant::now();
-        let outcome = self.senders.send(destination.id, &settings, &message).await;
+        let sent = self.tester.send_test(destination, &settings, project).await;
         let latency_ms = started.elapsed().as_millis() as u64;
-        let (outcome, error) = match outcome {
-            PushOutcome::Delivered { .. } => (TestOutcome::Delivered, None),
-            PushOutcome::Retry { reason, .. } => (TestOutcome::Retryable, Some(reason)),
-            PushOutcome::Rejected { reason } => (TestOutcome::Rejected, Some(reason)),
-            PushOutcome::DeviceGone { reason } => (TestOutcome::Gone, Some(reason)),
+        let (outcome, error) = match sent {
+            TestSent::Delivered => (TestOutcome::Delivered, None),
+            TestSent::Retryable(reason) => (TestOutcome::Retryable, Some(reason)),
+            TestSent::Rejected(reason) => (TestOutcome::Rejected, Some(reason)),
+            TestSent::Gone(reason) => (TestOutcome::Gone, Some(reason)),
         };
         Ok(Tried {
             outcome,

@@ -66,3 +66,10 @@ pub fn sender_settings(backend: &Backend) -> Result<SenderSettings, ConfigError>
 pub fn senders(backend: &Backend) -> anyhow::Result<Senders> {
     Senders::new(sender_settings(backend)?)
 }
+
+/// The senders as ingest's "send test" takes them.
+pub fn tester(
+    backend: &Backend,
+) -> anyhow::Result<std::sync::Arc<dyn common::embedded::DestinationTester>> {
+    Ok(std::sync::Arc::new(senders(backend)?))
+}

@@ -25,6 +25,7 @@ pub mod message;
 mod ntfy;
 mod slack;
 mod telegram;
+mod test_send;
 mod text;
 mod webhook;
 

@@ -378,8 +378,8 @@ class Notification:
     """
 
     state: NotificationState
-    #: One entry per device of the project the event concerned: sent,
-    #: filtered or held (only in `GET /v1/events/{id}`).
+    #: One entry per device and destination of the project the event
+    #: concerned: sent, filtered or held (only in `GET /v1/events/{id}`).
     deliveries: Optional[List[Delivery]] = None
 
     @classmethod
@@ -392,12 +392,13 @@ class Notification:
 
 @dataclass(frozen=True)
 class Delivery:
-    """The push of an event to one device.
+    """The alert of an event to one recipient: a device's push, or a
+    destination's message (a webhook, Slack, Discord, Telegram, ntfy,
+    email). Each entry names one of the two.
 
     (schema `DeliveryOut`)
     """
 
-    device_id: str
     state: DeliveryState
     #: Why it was filtered or held; null in the other states.
     reason: Optional[DeliveryReason]
@@ -409,14 +410,20 @@ class Delivery:
     #: Why the last try failed.
     error: Optional[str]
     #: Who answered the last try: `apns`, `webpush`, `fcm`, or `log` (pushes
-    #: of the device's kind only logged, no credentials); null before that.
+    #: of the device's kind only logged, no credentials); a destination's
+    #: kind (`webhook`, `slack`, `discord`, `telegram`, `ntfy`, `email`);
+    #: null before that.
     provider: Optional[str]
     updated_at: datetime
+    #: The device pushed to, for a push.
+    device_id: Optional[str] = None
+    #: The destination sent to (`/admin/v1/projects/{projectId}/destinations`),
+    #: for a destination's message.
+    destination_id: Optional[str] = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Delivery":
         return cls(
-            device_id=data["deviceId"],
             state=data["state"],
             reason=data["reason"],
             summary_id=data["summaryId"],
@@ -424,6 +431,8 @@ class Delivery:
             error=data["error"],
             provider=data["provider"],
             updated_at=parse_datetime(data["updatedAt"]),
+            device_id=data.get("deviceId"),
+            destination_id=data.get("destinationId"),
         )
 
 

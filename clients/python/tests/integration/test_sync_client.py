@@ -281,6 +281,7 @@ def test_an_event_below_a_devices_minimum_priority_is_filtered_for_it(
     assert mine, "the device's delivery was recorded"
     (delivery,) = mine
     assert (delivery.state, delivery.reason, delivery.summary_id, delivery.attempts) == ("filtered", "priority", None, 0)
+    assert delivery.destination_id is None, "a device's delivery names no destination"
 
 
 def test_devices_update_of_an_unknown_id_is_not_found_and_not_retried(ingest: Ingest, api_key: str) -> None:

@@ -1,6 +1,7 @@
 """A device's alert rules: what `devices.create` and `devices.update` send
 (an update tells a field left out from one cleared with None), how the rules
-and a delivery's reason are read back, and how an update is retried."""
+and a delivery's reason and recipient are read back, and how an update is
+retried."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tocsin.types import BurstRule, BurstRuleParam, Delivery, QuietHours, QuietH
 from .conftest import Recorder, device_json, envelope, error, event_json, make_async_client, make_client
 
 DEVICE_ID = "0197a3c2-5f1e-7b8a-9c0d-1e2f3a4b5c6d"
+DESTINATION_ID = "0197a3c2-6a2b-8c3d-9e4f-5a6b7c8d9e0f"
 QUIET: QuietHoursParam = {"start": "22:00", "end": "07:00", "timeZone": "Europe/Berlin"}
 BURST: BurstRuleParam = {"max": 5, "perMinutes": 10}
 RULES = {
@@ -179,3 +181,21 @@ def test_events_carry_an_alert_key_and_deliveries_their_reason() -> None:
     (read,) = deliveries
     assert isinstance(read, Delivery)
     assert (read.state, read.reason, read.summary_id, read.attempts) == ("filtered", "priority", None, 0)
+    assert (read.device_id, read.destination_id) == (DEVICE_ID, None)
+
+
+def test_a_delivery_names_a_device_or_a_destination() -> None:
+    """Each delivery names one recipient: `deviceId` for a device's push,
+    `destinationId` for a destination's message; the other is None."""
+    common = {"reason": None, "summaryId": None, "attempts": 1, "error": None, "updatedAt": "2026-11-22T10:00:01Z"}
+    push = {"deviceId": DEVICE_ID, "state": "delivered", "provider": "apns", **common}
+    message = {"destinationId": DESTINATION_ID, "state": "delivered", "provider": "slack", **common}
+    looked_up = event_json(notification={"state": "delivered", "deliveries": [push, message]})
+    client = make_client(Recorder([envelope(looked_up)]))
+    deliveries = client.events.get("evt_1").data.notification.deliveries
+    assert deliveries is not None
+    read_push, read_message = deliveries
+    assert (read_push.device_id, read_push.destination_id, read_push.provider) == (DEVICE_ID, None, "apns")
+    assert (read_message.device_id, read_message.destination_id, read_message.provider) == (
+        None, DESTINATION_ID, "slack"
+    )  # fmt: skip

@@ -509,6 +509,81 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/projects/{projectId}/destinations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List a project's destinations */
+        get: operations["adminListDestinations"];
+        put?: never;
+        /**
+         * Create a destination
+         * @description A place outside Tocsin the project's alerts go, with the rules
+         *     devices have. Its URL must be https to a public address, unless the
+         *     operator allowed its host (`NOTIFIER_DESTINATIONS_ALLOW`). This is
+         *     the only answer that shows its secrets (a webhook's generated
+         *     signing secret, a Slack or Discord webhook URL, a bot or access
+         *     token); every later one shows hints.
+         */
+        post: operations["adminCreateDestination"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/projects/{projectId}/destinations/{destinationId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a destination */
+        get: operations["adminGetDestination"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a destination
+         * @description Alerts stop going to it; what was delivered to it stays in the
+         *     events' deliveries.
+         */
+        delete: operations["adminDeleteDestination"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a destination
+         * @description Its name, its switch, its settings (whole, of its own kind) and its
+         *     rules; a field left out is left as it is.
+         */
+        patch: operations["adminUpdateDestination"];
+        trace?: never;
+    };
+    "/admin/v1/projects/{projectId}/destinations/{destinationId}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test alert to a destination
+         * @description Sent now, from this server, the way the notifier sends alerts (a
+         *     webhook's `type` is `destination.test`), once, without retries; the
+         *     answer says how it went, and the destination's health counts it.
+         */
+        post: operations["adminTestDestination"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/audit": {
         parameters: {
             query?: never;
@@ -721,6 +796,12 @@ export interface components {
              */
             lastEventAt: string | null;
         };
+        /** DeletedDestination */
+        DeletedDestination: {
+            /** Format: uuid */
+            id: string;
+            deleted: boolean;
+        };
         /**
          * DeletedDevice
          * @description What a deletion removed.
@@ -732,11 +813,22 @@ export interface components {
         };
         /**
          * DeliveryOut
-         * @description The push of an event to one device.
+         * @description The alert of an event to one recipient: a device's push, or a
+         *     destination's message (a webhook, Slack, Discord, Telegram, ntfy,
+         *     email). Each entry names one of the two.
          */
         DeliveryOut: {
-            /** Format: uuid */
-            deviceId: string;
+            /**
+             * Format: uuid
+             * @description The device pushed to, for a push.
+             */
+            deviceId?: string;
+            /**
+             * Format: uuid
+             * @description The destination sent to (`/admin/v1/projects/{projectId}/destinations`),
+             *     for a destination's message.
+             */
+            destinationId?: string;
             state: components["schemas"]["DeliveryStateOut"];
             /** @description Why it was filtered or held; null in the other states. */
             reason: components["schemas"]["DeliveryReasonOut"] | null;
@@ -755,7 +847,9 @@ export interface components {
             error: string | null;
             /**
              * @description Who answered the last try: `apns`, `webpush`, `fcm`, or `log` (pushes
-             *     of the device's kind only logged, no credentials); null before that.
+             *     of the device's kind only logged, no credentials); a destination's
+             *     kind (`webhook`, `slack`, `discord`, `telegram`, `ntfy`, `email`);
+             *     null before that.
              */
             provider: string | null;
             /** Format: date-time */
@@ -771,6 +865,127 @@ export interface components {
          * @enum {string}
          */
         DeliveryStateOut: "sending" | "retrying" | "delivered" | "failed" | "filtered" | "held";
+        /**
+         * DestinationHealth
+         * @description How a destination's deliveries have gone.
+         */
+        DestinationHealth: {
+            status: components["schemas"]["DestinationHealthStatus"];
+            /**
+             * Format: uint32
+             * @description Failed attempts since the last delivered one.
+             */
+            failures: number;
+            /** @description The last failure, as the receiver (or the network) gave it. */
+            lastError: string | null;
+            /** Format: date-time */
+            lastErrorAt: string | null;
+            /** Format: date-time */
+            lastDeliveredAt: string | null;
+        };
+        /**
+         * @description How a destination's deliveries have gone.
+         * @enum {string}
+         */
+        DestinationHealthStatus: "untested" | "healthy" | "unhealthy" | "disabled";
+        /** @description A new destination, by `kind`. */
+        DestinationIn: components["schemas"]["WebhookDestinationIn"] | components["schemas"]["SlackDestinationIn"] | components["schemas"]["DiscordDestinationIn"] | components["schemas"]["TelegramDestinationIn"] | components["schemas"]["NtfyDestinationIn"] | components["schemas"]["EmailDestinationIn"];
+        /**
+         * @description Which service a destination is.
+         * @enum {string}
+         */
+        DestinationKindOut: "webhook" | "slack" | "discord" | "telegram" | "ntfy" | "email";
+        /** DestinationList */
+        DestinationList: {
+            /** @description Oldest first. */
+            items: components["schemas"]["DestinationOut"][];
+        };
+        /**
+         * DestinationOut
+         * @description A destination, its secrets cut to hints.
+         */
+        DestinationOut: {
+            /**
+             * Format: uuid
+             * @description Its id; deliveries to it name it as `destinationId`.
+             */
+            id: string;
+            kind: components["schemas"]["DestinationKindOut"];
+            name: string;
+            /** @description Whether alerts go to it. */
+            enabled: boolean;
+            /** @description Why its receiver had it turned off (a webhook's 410), if it did. */
+            disabledReason: string | null;
+            /**
+             * @description The kind's settings as given, each secret cut to a hint (`…1a2b`,
+             *     or a webhook URL that is a credential to its origin).
+             */
+            settings: {
+                [key: string]: unknown;
+            };
+            /** @description The channels it gets alerts from, or null for every channel. */
+            channels: string[] | null;
+            /** @description It gets only events carrying one of these tags; null for any event. */
+            tags: string[] | null;
+            /** @description It gets only events of this priority or higher. */
+            minPriority: components["schemas"]["EventPriority"] & unknown;
+            /** @description When alerts are held for a summary; null for never. */
+            quietHours: components["schemas"]["QuietHoursOut"] | null;
+            /**
+             * @description How many alerts may come in a window before the rest wait for a
+             *     digest; null for no limit.
+             */
+            burst: components["schemas"]["BurstRule"] | null;
+            health: components["schemas"]["DestinationHealth"];
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            updatedAt: string;
+        };
+        /**
+         * DestinationPatchIn
+         * @description A change to a destination. A field left out is left as it is; `null`
+         *     clears a rule. Unknown fields are rejected.
+         */
+        DestinationPatchIn: {
+            /** @description A label to recognise it by. */
+            name?: string;
+            /**
+             * @description Turns it on or off. Turning on a destination its receiver disabled
+             *     (a webhook's 410) clears the reason and its failures.
+             */
+            enabled?: boolean;
+            /**
+             * @description Replaces its settings whole, secrets included (a webhook keeps its
+             *     signing secret). Of the destination's own kind.
+             */
+            settings?: components["schemas"]["SettingsIn"] & unknown;
+            /** @description Only events of these channels; null for every channel. */
+            channels?: string[] | null;
+            /** @description Only events carrying one of these tags; null for any event. */
+            tags?: string[] | null;
+            /** @description Only events of this priority or higher; null resets it to `low`. */
+            minPriority?: components["schemas"]["EventPriority"] | null;
+            /** @description Quiet hours; null for none. */
+            quietHours?: components["schemas"]["QuietHoursIn"] | null;
+            /** @description A burst limit; null for none. */
+            burst?: components["schemas"]["BurstRule"] | null;
+        };
+        /**
+         * DestinationWithSecrets
+         * @description A new destination and its secrets, shown in this answer only.
+         */
+        DestinationWithSecrets: {
+            destination: components["schemas"]["DestinationOut"];
+            /**
+             * @description Each secret of its settings in full, by field (`secret`, the
+             *     webhook's generated `whsec_…` signing secret; `webhookUrl`;
+             *     `botToken`; `token`): store them now, they are never shown again.
+             */
+            secrets: {
+                [key: string]: string;
+            };
+        };
         /**
          * @description A device to push alerts to, by `kind`: `apns` (the default), `webpush`
          *     or `fcm`.
@@ -912,6 +1127,106 @@ export interface components {
              *     }
              */
             burst?: components["schemas"]["BurstRule"] | null;
+        };
+        /**
+         * DiscordDestinationIn
+         * @description A Discord destination. Unknown fields are rejected.
+         */
+        DiscordDestinationIn: {
+            kind: components["schemas"]["DiscordKind"];
+            /** @description A label to recognise it by. */
+            name: string;
+            /** @description Whether alerts go to it; true when absent. */
+            enabled?: boolean;
+            settings: components["schemas"]["DiscordSettingsIn"];
+            /**
+             * @description Only events of these channels; absent means every channel.
+             *     At most 50, each 1 to 100 characters.
+             */
+            channels?: string[];
+            /**
+             * @description Only events carrying one of these tags; absent means any
+             *     event. 1 to 20, each 1 to 64 characters.
+             */
+            tags?: string[];
+            /** @description Only events of this priority or higher; `low` when absent. */
+            minPriority?: components["schemas"]["EventPriority"] & unknown;
+            /**
+             * @description When alerts are held for one summary at the end; none when
+             *     absent.
+             */
+            quietHours?: components["schemas"]["QuietHoursIn"] & unknown;
+            /**
+             * @description How many alerts may come in a window before the rest wait
+             *     for one digest; no limit when absent.
+             */
+            burst?: components["schemas"]["BurstRule"] & unknown;
+        };
+        /**
+         * @description `"discord"`
+         * @enum {string}
+         */
+        DiscordKind: "discord";
+        /**
+         * DiscordSettingsIn
+         * @description A Discord channel webhook. Unknown fields are rejected.
+         */
+        DiscordSettingsIn: {
+            /**
+             * @description The webhook's URL (`https://discord.com/api/webhooks/…`): a secret,
+             *     shown only in the creation answer.
+             */
+            webhookUrl: string;
+        };
+        /**
+         * EmailDestinationIn
+         * @description An email destination. Unknown fields are rejected.
+         */
+        EmailDestinationIn: {
+            kind: components["schemas"]["EmailKind"];
+            /** @description A label to recognise it by. */
+            name: string;
+            /** @description Whether alerts go to it; true when absent. */
+            enabled?: boolean;
+            settings: components["schemas"]["EmailSettingsIn"];
+            /**
+             * @description Only events of these channels; absent means every channel.
+             *     At most 50, each 1 to 100 characters.
+             */
+            channels?: string[];
+            /**
+             * @description Only events carrying one of these tags; absent means any
+             *     event. 1 to 20, each 1 to 64 characters.
+             */
+            tags?: string[];
+            /** @description Only events of this priority or higher; `low` when absent. */
+            minPriority?: components["schemas"]["EventPriority"] & unknown;
+            /**
+             * @description When alerts are held for one summary at the end; none when
+             *     absent.
+             */
+            quietHours?: components["schemas"]["QuietHoursIn"] & unknown;
+            /**
+             * @description How many alerts may come in a window before the rest wait
+             *     for one digest; no limit when absent.
+             */
+            burst?: components["schemas"]["BurstRule"] & unknown;
+        };
+        /**
+         * @description `"email"`
+         * @enum {string}
+         */
+        EmailKind: "email";
+        /**
+         * EmailSettingsIn
+         * @description Mail recipients. Unknown fields are rejected.
+         */
+        EmailSettingsIn: {
+            /**
+             * @description 1 to 20 addresses; each alert is one mail to all of them, sent
+             *     through the notifier's SMTP server (`NOTIFIER_SMTP_*`).
+             */
+            to: string[];
         };
         /**
          * @description Which APNs environment the token belongs to.
@@ -1291,8 +1606,8 @@ export interface components {
         NotificationOut: {
             state: components["schemas"]["NotificationStateOut"];
             /**
-             * @description One entry per device of the project the event concerned: sent,
-             *     filtered or held (only in `GET /v1/events/{id}`).
+             * @description One entry per device and destination of the project the event
+             *     concerned: sent, filtered or held (only in `GET /v1/events/{id}`).
              */
             deliveries?: components["schemas"]["DeliveryOut"][];
         };
@@ -1301,6 +1616,60 @@ export interface components {
          * @enum {string}
          */
         NotificationStateOut: "pending" | "queued" | "delivered" | "failed" | "skipped";
+        /**
+         * NtfyDestinationIn
+         * @description An ntfy destination. Unknown fields are rejected.
+         */
+        NtfyDestinationIn: {
+            kind: components["schemas"]["NtfyKind"];
+            /** @description A label to recognise it by. */
+            name: string;
+            /** @description Whether alerts go to it; true when absent. */
+            enabled?: boolean;
+            settings: components["schemas"]["NtfySettingsIn"];
+            /**
+             * @description Only events of these channels; absent means every channel.
+             *     At most 50, each 1 to 100 characters.
+             */
+            channels?: string[];
+            /**
+             * @description Only events carrying one of these tags; absent means any
+             *     event. 1 to 20, each 1 to 64 characters.
+             */
+            tags?: string[];
+            /** @description Only events of this priority or higher; `low` when absent. */
+            minPriority?: components["schemas"]["EventPriority"] & unknown;
+            /**
+             * @description When alerts are held for one summary at the end; none when
+             *     absent.
+             */
+            quietHours?: components["schemas"]["QuietHoursIn"] & unknown;
+            /**
+             * @description How many alerts may come in a window before the rest wait
+             *     for one digest; no limit when absent.
+             */
+            burst?: components["schemas"]["BurstRule"] & unknown;
+        };
+        /**
+         * @description `"ntfy"`
+         * @enum {string}
+         */
+        NtfyKind: "ntfy";
+        /**
+         * NtfySettingsIn
+         * @description A topic on an ntfy server. Unknown fields are rejected.
+         */
+        NtfySettingsIn: {
+            /** @description The server (`https://ntfy.sh`, or your own). */
+            serverUrl: string;
+            /** @description The topic: 1 to 64 letters, digits, `-` and `_`. */
+            topic: string;
+            /**
+             * @description An access token (`tk_…`) for a protected topic: a secret, shown only
+             *     in the creation answer.
+             */
+            token?: string;
+        };
         /** OrganizationList */
         OrganizationList: {
             /** @description By name. */
@@ -1410,6 +1779,61 @@ export interface components {
          */
         ScopeName: "events:write" | "events:read" | "devices:write" | "devices:read";
         /**
+         * @description New settings, of the destination's own kind (a Slack destination takes
+         *     a Slack webhook, never a Discord one).
+         */
+        SettingsIn: components["schemas"]["WebhookSettingsIn"] | components["schemas"]["SlackSettingsIn"] | components["schemas"]["DiscordSettingsIn"] | components["schemas"]["TelegramSettingsIn"] | components["schemas"]["NtfySettingsIn"] | components["schemas"]["EmailSettingsIn"];
+        /**
+         * SlackDestinationIn
+         * @description A Slack destination. Unknown fields are rejected.
+         */
+        SlackDestinationIn: {
+            kind: components["schemas"]["SlackKind"];
+            /** @description A label to recognise it by. */
+            name: string;
+            /** @description Whether alerts go to it; true when absent. */
+            enabled?: boolean;
+            settings: components["schemas"]["SlackSettingsIn"];
+            /**
+             * @description Only events of these channels; absent means every channel.
+             *     At most 50, each 1 to 100 characters.
+             */
+            channels?: string[];
+            /**
+             * @description Only events carrying one of these tags; absent means any
+             *     event. 1 to 20, each 1 to 64 characters.
+             */
+            tags?: string[];
+            /** @description Only events of this priority or higher; `low` when absent. */
+            minPriority?: components["schemas"]["EventPriority"] & unknown;
+            /**
+             * @description When alerts are held for one summary at the end; none when
+             *     absent.
+             */
+            quietHours?: components["schemas"]["QuietHoursIn"] & unknown;
+            /**
+             * @description How many alerts may come in a window before the rest wait
+             *     for one digest; no limit when absent.
+             */
+            burst?: components["schemas"]["BurstRule"] & unknown;
+        };
+        /**
+         * @description `"slack"`
+         * @enum {string}
+         */
+        SlackKind: "slack";
+        /**
+         * SlackSettingsIn
+         * @description A Slack incoming webhook. Unknown fields are rejected.
+         */
+        SlackSettingsIn: {
+            /**
+             * @description The incoming webhook's URL (`https://hooks.slack.com/services/…`):
+             *     a secret, shown only in the creation answer.
+             */
+            webhookUrl: string;
+        };
+        /**
          * Success_AdminOut
          * @description The body of every successful response.
          */
@@ -1455,6 +1879,21 @@ export interface components {
             requestId: string;
         };
         /**
+         * Success_DeletedDestination
+         * @description The body of every successful response.
+         */
+        Success_DeletedDestination: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["DeletedDestination"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
          * Success_DeletedDevice
          * @description The body of every successful response.
          */
@@ -1466,6 +1905,51 @@ export interface components {
             success: true;
             /** @description The resource. */
             data: components["schemas"]["DeletedDevice"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
+         * Success_DestinationList
+         * @description The body of every successful response.
+         */
+        Success_DestinationList: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["DestinationList"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
+         * Success_DestinationOut
+         * @description The body of every successful response.
+         */
+        Success_DestinationOut: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["DestinationOut"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
+         * Success_DestinationWithSecrets
+         * @description The body of every successful response.
+         */
+        Success_DestinationWithSecrets: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["DestinationWithSecrets"] & unknown;
             /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
             requestId: string;
         };
@@ -1695,6 +2179,21 @@ export interface components {
             requestId: string;
         };
         /**
+         * Success_TestResult
+         * @description The body of every successful response.
+         */
+        Success_TestResult: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["TestResult"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
          * Success_WebPushKey
          * @description The body of every successful response.
          */
@@ -1720,7 +2219,83 @@ export interface components {
          * @description What an action was done to.
          * @enum {string}
          */
-        TargetType: "organization" | "project" | "key" | "device" | "admin";
+        TargetType: "organization" | "project" | "key" | "device" | "destination" | "admin";
+        /**
+         * TelegramDestinationIn
+         * @description A Telegram destination. Unknown fields are rejected.
+         */
+        TelegramDestinationIn: {
+            kind: components["schemas"]["TelegramKind"];
+            /** @description A label to recognise it by. */
+            name: string;
+            /** @description Whether alerts go to it; true when absent. */
+            enabled?: boolean;
+            settings: components["schemas"]["TelegramSettingsIn"];
+            /**
+             * @description Only events of these channels; absent means every channel.
+             *     At most 50, each 1 to 100 characters.
+             */
+            channels?: string[];
+            /**
+             * @description Only events carrying one of these tags; absent means any
+             *     event. 1 to 20, each 1 to 64 characters.
+             */
+            tags?: string[];
+            /** @description Only events of this priority or higher; `low` when absent. */
+            minPriority?: components["schemas"]["EventPriority"] & unknown;
+            /**
+             * @description When alerts are held for one summary at the end; none when
+             *     absent.
+             */
+            quietHours?: components["schemas"]["QuietHoursIn"] & unknown;
+            /**
+             * @description How many alerts may come in a window before the rest wait
+             *     for one digest; no limit when absent.
+             */
+            burst?: components["schemas"]["BurstRule"] & unknown;
+        };
+        /**
+         * @description `"telegram"`
+         * @enum {string}
+         */
+        TelegramKind: "telegram";
+        /**
+         * TelegramSettingsIn
+         * @description A Telegram bot and the chat it writes to. Unknown fields are rejected.
+         */
+        TelegramSettingsIn: {
+            /**
+             * @description The bot's token from @BotFather (`123456:ABC…`): a secret, shown
+             *     only in the creation answer.
+             */
+            botToken: string;
+            /**
+             * @description The chat: its numeric id (`-1001234567890`) or a channel's
+             *     `@username`.
+             */
+            chatId: string;
+        };
+        /**
+         * @description What a test alert came to.
+         * @enum {string}
+         */
+        TestOutcome: "delivered" | "retryable" | "rejected" | "gone";
+        /**
+         * TestResult
+         * @description The answer to a test alert.
+         */
+        TestResult: {
+            outcome: components["schemas"]["TestOutcome"];
+            /** @description What went wrong, when something did. */
+            error: string | null;
+            /**
+             * Format: uint64
+             * @description How long the receiver took, in milliseconds.
+             */
+            latencyMs: number;
+            /** @description The destination as it stands after the test (its health counts it). */
+            destination: components["schemas"]["DestinationOut"] & unknown;
+        };
         /**
          * WebPushDeviceIn
          * @description A browser to push alerts to through Web Push. Unknown fields are
@@ -1803,6 +2378,57 @@ export interface components {
              */
             expirationTime?: number | null;
             keys: components["schemas"]["WebPushKeys"];
+        };
+        /**
+         * WebhookDestinationIn
+         * @description A webhook destination. Unknown fields are rejected.
+         */
+        WebhookDestinationIn: {
+            kind: components["schemas"]["WebhookKind"];
+            /** @description A label to recognise it by. */
+            name: string;
+            /** @description Whether alerts go to it; true when absent. */
+            enabled?: boolean;
+            settings: components["schemas"]["WebhookSettingsIn"];
+            /**
+             * @description Only events of these channels; absent means every channel.
+             *     At most 50, each 1 to 100 characters.
+             */
+            channels?: string[];
+            /**
+             * @description Only events carrying one of these tags; absent means any
+             *     event. 1 to 20, each 1 to 64 characters.
+             */
+            tags?: string[];
+            /** @description Only events of this priority or higher; `low` when absent. */
+            minPriority?: components["schemas"]["EventPriority"] & unknown;
+            /**
+             * @description When alerts are held for one summary at the end; none when
+             *     absent.
+             */
+            quietHours?: components["schemas"]["QuietHoursIn"] & unknown;
+            /**
+             * @description How many alerts may come in a window before the rest wait
+             *     for one digest; no limit when absent.
+             */
+            burst?: components["schemas"]["BurstRule"] & unknown;
+        };
+        /**
+         * @description `"webhook"`
+         * @enum {string}
+         */
+        WebhookKind: "webhook";
+        /**
+         * WebhookSettingsIn
+         * @description A webhook's settings. Unknown fields are rejected.
+         */
+        WebhookSettingsIn: {
+            /**
+             * @description Where alerts are POSTed: https to a public address (or a host the
+             *     operator allowed). Signed per Standard Webhooks with a `whsec_`
+             *     secret generated at creation.
+             */
+            url: string;
         };
         /**
          * ErrorEnvelope
@@ -7248,6 +7874,1129 @@ export interface operations {
             };
             /** @description The caller's project has nothing with this id (or it is not a UUID). */
             404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminListDestinations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The project's id. */
+                projectId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_DestinationList"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminCreateDestination: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The project's id. */
+                projectId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DestinationIn"];
+            };
+        };
+        responses: {
+            /** @description Created; the answer holds its secrets, shown this once. */
+            201: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_DestinationWithSecrets"];
+                };
+            };
+            /** @description Invalid request: `details` lists every fault with its path (the body's fields, or `["headers", "Idempotency-Key"]`). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The name is taken within its parent, or the key is revoked. */
+            409: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is not JSON (`Content-Type: application/json`). */
+            415: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminGetDestination: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The project's id. */
+                projectId: string;
+                /** @description The destination's id. */
+                destinationId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_DestinationOut"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminDeleteDestination: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The project's id. */
+                projectId: string;
+                /** @description The destination's id. */
+                destinationId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_DeletedDestination"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminUpdateDestination: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The project's id. */
+                projectId: string;
+                /** @description The destination's id. */
+                destinationId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DestinationPatchIn"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_DestinationOut"];
+                };
+            };
+            /** @description Invalid request: `details` lists every fault with its path (the body's fields, or `["headers", "Idempotency-Key"]`). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The name is taken within its parent, or the key is revoked. */
+            409: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is not JSON (`Content-Type: application/json`). */
+            415: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    adminTestDestination: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The project's id. */
+                projectId: string;
+                /** @description The destination's id. */
+                destinationId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The test was sent; `outcome` says how it went. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_TestResult"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked admin token (or an API key). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The name is taken within its parent, or the key is revoked. */
+            409: {
                 headers: {
                     /** @description Requests allowed per minute. */
                     "X-RateLimit-Limit": number;

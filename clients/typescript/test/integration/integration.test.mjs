@@ -224,7 +224,10 @@ describe("packed client against ingest", () => {
     assert.ok(NOTIFICATION_STATES.includes(notification.state), `state ${notification.state}`);
     assert.ok(Array.isArray(notification.deliveries), `deliveries: ${JSON.stringify(notification.deliveries)}`);
     for (const delivery of notification.deliveries) {
-      assert.match(delivery.deviceId, UUID_RE);
+      // Exactly one recipient: a device (a push) or a destination (a message).
+      const recipients = [delivery.deviceId, delivery.destinationId].filter((id) => id !== undefined);
+      assert.equal(recipients.length, 1, `one of deviceId, destinationId: ${JSON.stringify(delivery)}`);
+      assert.match(recipients[0], UUID_RE);
       assert.equal(typeof delivery.state, "string");
       assert.equal(typeof delivery.attempts, "number");
       assert.ok(delivery.error === null || typeof delivery.error === "string");

@@ -166,6 +166,10 @@ export type Checks = [
   Assert<Equal<DeviceUpdateParams["burst"], BurstRule | null | undefined>>,
   Assert<Equal<NotificationDelivery["reason"], DeliveryReason | null>>,
   Assert<Equal<NotificationDelivery["summaryId"], string | null>>,
+  // A delivery names its recipient: a device (a push) or a destination (a message), each optional.
+  Assert<Equal<NotificationDelivery["deviceId"], string | undefined>>,
+  Assert<Equal<NotificationDelivery["destinationId"], string | undefined>>,
+  Assert<Equal<NotificationDelivery["provider"], string | null>>,
   Assert<Equal<TocsinEvent["alertKey"], string | null>>,
   Assert<Equal<EventCreateParams["alertKey"], string | undefined>>,
   Assert<Equal<NotificationDelivery["error"], string | null>>,

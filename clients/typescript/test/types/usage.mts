@@ -93,12 +93,23 @@ export async function usage(): Promise<void> {
 
   const looked = await tocsin.events.get(id, { timeout: 1_000 });
   for (const delivery of looked.data.notification.deliveries ?? []) {
-    const fields: [string, string, number, string | null, string] = [
-      delivery.deviceId, delivery.state, delivery.attempts, delivery.error, delivery.updatedAt,
+    const fields: [string, number, string | null, string | null, string] = [
+      delivery.state, delivery.attempts, delivery.error, delivery.provider, delivery.updatedAt,
     ];
+    // Exactly one of the two names the recipient: a device (a push) or a destination (a message).
+    const recipient: string | undefined = delivery.deviceId ?? delivery.destinationId;
+    if (delivery.deviceId !== undefined) {
+      const deviceId: string = delivery.deviceId;
+      void deviceId;
+    } else if (delivery.destinationId !== undefined) {
+      const destinationId: string = delivery.destinationId;
+      void destinationId;
+    }
+    // @ts-expect-error a delivery may be a destination's, without a deviceId
+    const notAlwaysADevice: string = delivery.deviceId;
     const why: "channel" | "tag" | "priority" | "quietHours" | "burst" | null = delivery.reason;
     const summaryId: string | null = delivery.summaryId;
-    void [fields, why, summaryId];
+    void [fields, recipient, notAlwaysADevice, why, summaryId];
   }
   const device = await tocsin.devices.register({ token: "ab12", environment: "sandbox", name: "phone", channels: ["payments"] });
   const active: boolean = device.data.active;

@@ -61,6 +61,16 @@ describe("events", () => {
       deliveries: [
         { deviceId: "dev_1", state: "delivered", attempts: 1, error: null, updatedAt: "2025-01-01T00:00:01Z" },
         { deviceId: "dev_2", state: "failed", attempts: 3, error: "BadDeviceToken", updatedAt: "2025-01-01T00:00:05Z" },
+        {
+          destinationId: "dst_1",
+          state: "delivered",
+          reason: null,
+          summaryId: null,
+          attempts: 1,
+          error: null,
+          provider: "slack",
+          updatedAt: "2025-01-01T00:00:02Z",
+        },
       ],
     };
     const { tocsin } = client(ok({ ...EVENT, notification }, { status: 200 }));
