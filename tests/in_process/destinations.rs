@@ -479,6 +479,41 @@ async fn the_admin_api_shows_secrets_once_checks_urls_and_audits(kind: StoreKind
     assert!(secret.starts_with("whsec_"));
     let again = w.admin(Method::GET, &format!("/{hook}"), None).await;
     assert!(!again.body.to_string().contains(&secret[6..]));
+    // Sealed under another key (TOCSIN_SECRETS_KEY changed): its signing
+    // secret cannot be kept, so new settings are refused, not given a
+    // secret no answer would show.
+    let other =
+        common::sealed::SecretsKey::from_base64(&tocsin_tests::test_secrets_key()).expect("key");
+    let hook_id: uuid::Uuid = hook.parse().expect("uuid");
+    let foreign = common::destination::Settings::Webhook {
+        url: "https://example.com/x".into(),
+        secret: "whsec_x".into(),
+    };
+    let scope = common::store::Scope::new("acme", "shop");
+    let resealed = common::store::DestinationPatch {
+        settings: Some((foreign.masked(), foreign.seal(&other, hook_id))),
+        ..Default::default()
+    };
+    w.app
+        .store
+        .update_destination(&scope, hook_id, &resealed, common::time::now())
+        .await
+        .expect("resealed")
+        .expect("found");
+    let refused = w
+        .admin(
+            Method::PATCH,
+            &format!("/{hook}"),
+            Some(&json!({ "settings": { "url": w.standins.url("/webhook/hook") } })),
+        )
+        .await;
+    refused.assert_error_envelope(409);
+    assert!(
+        refused.body["error"]
+            .as_str()
+            .expect("error")
+            .contains("delete")
+    );
 
     // Not https, not public, not allowed: refused at creation, at its field.
     for url in [

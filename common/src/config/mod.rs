@@ -137,7 +137,20 @@ pub fn load<T: ServiceSettings>(sources: &Sources<'_>) -> Result<T, ConfigError>
         .chain(backend::UNPREFIXED)
         .collect();
     // The destinations' settings go by the notifier's names in both
-    // services, and the secrets key by its own.
+    // services, and the secrets key by its own: under another service's
+    // prefix, one is a mistake worth naming, not a setting to drop.
+    for key in backend::NOTIFIER_SHARED
+        .iter()
+        .chain(&[backend::SECRETS_KEY])
+    {
+        let var = format!("{}{}", sources.env_prefix, key.to_uppercase());
+        if sources.env_prefix != "NOTIFIER_" && std::env::var_os(&var).is_some() {
+            return Err(ConfigError(format!(
+                "{var}: there is no such setting; both services read {}",
+                sources.variable(key)
+            )));
+        }
+    }
     let own = |key: &figment::value::UncasedStr| {
         key != "config"
             && !backend::NOTIFIER_SHARED.iter().any(|s| key == *s)
@@ -272,6 +285,17 @@ mod tests {
             );
             assert_eq!(sources().variable("smtp_host"), "NOTIFIER_SMTP_HOST");
             assert_eq!(sources().variable("secrets_key"), "TOCSIN_SECRETS_KEY");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn a_destination_setting_under_the_services_own_prefix_is_refused() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("DEMO_SMTP_HOST", "smtp.internal");
+            let err = load::<Demo>(&sources()).expect_err("must fail");
+            assert!(err.to_string().contains("DEMO_SMTP_HOST"), "{err}");
+            assert!(err.to_string().contains("NOTIFIER_SMTP_HOST"), "{err}");
             Ok(())
         });
     }

@@ -844,10 +844,23 @@ impl DestinationsApi {
         let settings = match body.settings {
             None => None,
             Some(input) => {
-                // A webhook keeps the secret its receiver verifies with.
-                let secret = match self.state.destinations.open(&existing) {
-                    Ok(Settings::Webhook { secret, .. }) => secret,
-                    _ => new_webhook_secret(),
+                // A webhook keeps the secret its receiver verifies with;
+                // one whose settings no longer open (the secrets key
+                // changed) cannot, and a new one would never be shown.
+                let secret = match existing.kind {
+                    DestinationKind::Webhook => match self.state.destinations.open(&existing) {
+                        Ok(Settings::Webhook { secret, .. }) => secret,
+                        _ => {
+                            return Err(ApiError::Conflict(
+                                "this webhook's signing secret cannot be read with this \
+                                 server's secrets key: delete the destination and create it \
+                                 again (its new secret is shown then)"
+                                    .into(),
+                            )
+                            .into());
+                        }
+                    },
+                    _ => String::new(),
                 };
                 let settings =
                     Self::settings(existing.kind, input.to_json().unwrap_or_default(), secret)?;

@@ -133,7 +133,11 @@ impl Deliverer {
                 self.store
                     .record_attempt(scope, recipient.id, &gone, now)
                     .await?;
-                tracing::warn!(destinationId = %recipient.id, %reason, "destination disabled: its receiver says it is gone");
+                tracing::warn!(
+                    destinationId = %recipient.id,
+                    %reason,
+                    "destination disabled: its receiver says it is gone"
+                );
                 record.error = Some(reason);
                 Sent::Final
             }
@@ -162,16 +166,32 @@ impl Deliverer {
                 Sent::GaveUp
             }
         };
-        tracing::info!(
-            recipientId = %recipient.id,
-            provider,
-            // The job's span already has `attempt` (the job's retry count).
-            deliveryAttempt = attempt,
-            state = record.state.as_str(),
-            error = record.error.as_deref(),
-            latency_ms = elapsed * 1000.0,
-            "delivery attempted"
-        );
+        // A push's line keeps the words and fields operators search
+        // by; a destination's names the destination.
+        let (state, error) = (record.state.as_str(), record.error.as_deref());
+        let latency_ms = elapsed * 1000.0;
+        // The job's span already has `attempt` (the job's retry count).
+        if recipient.is_destination() {
+            tracing::info!(
+                destinationId = %recipient.id,
+                provider,
+                deliveryAttempt = attempt,
+                state,
+                error,
+                latency_ms,
+                "delivery attempted"
+            );
+        } else {
+            tracing::info!(
+                deviceId = %recipient.id,
+                provider,
+                deliveryAttempt = attempt,
+                state,
+                error,
+                latency_ms,
+                "push attempted"
+            );
+        }
         // A gone destination's health was recorded as it was disabled.
         if recipient.is_destination() && !gone {
             self.record_health(scope, recipient, &record, now).await?;
