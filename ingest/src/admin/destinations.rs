@@ -154,7 +154,9 @@ pub struct EmailSettingsIn {
         max_items = 20,
         unique_items,
         max_length = 254,
-        pattern = "^[^@\\s<>,;\"]+@[^@\\s<>,;\"]+\\.[^@\\s<>,;\"]+$"
+        // Spelled without `\s`, whose meaning differs between the
+        // ECMAScript regexes of JSON Schema and the service's (U+0085).
+        pattern = "^[^@<>,;\"\\x00-\\x20\\x7f]+@[^@<>,;\"\\x00-\\x20\\x7f]+\\.[^@<>,;\"\\x00-\\x20\\x7f]+$"
     ))]
     pub to: Vec<String>,
 }
