@@ -888,7 +888,92 @@ export interface components {
          * @enum {string}
          */
         DestinationHealthStatus: "untested" | "healthy" | "unhealthy" | "disabled";
-        /** @description A new destination, by `kind`. */
+        /**
+         * @description A new destination, by `kind`.
+         * @example {
+         *       "kind": "webhook",
+         *       "name": "Orders service",
+         *       "enabled": null,
+         *       "settings": {
+         *         "url": "https://orders.example.com/hooks/tocsin"
+         *       },
+         *       "channels": null,
+         *       "tags": null,
+         *       "minPriority": "normal",
+         *       "quietHours": null,
+         *       "burst": null
+         *     }
+         * @example {
+         *       "kind": "slack",
+         *       "name": "#ops on Slack",
+         *       "enabled": null,
+         *       "settings": {
+         *         "webhookUrl": "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"
+         *       },
+         *       "channels": null,
+         *       "tags": null,
+         *       "minPriority": "normal",
+         *       "quietHours": null,
+         *       "burst": null
+         *     }
+         * @example {
+         *       "kind": "discord",
+         *       "name": "#alerts on Discord",
+         *       "enabled": null,
+         *       "settings": {
+         *         "webhookUrl": "https://discord.com/api/webhooks/123456789012345678/XXXXXXXXXXXXXXXXXXXX"
+         *       },
+         *       "channels": null,
+         *       "tags": null,
+         *       "minPriority": "normal",
+         *       "quietHours": null,
+         *       "burst": null
+         *     }
+         * @example {
+         *       "kind": "telegram",
+         *       "name": "On-call group",
+         *       "enabled": null,
+         *       "settings": {
+         *         "botToken": "123456789:AAExampleExampleExampleExample0000",
+         *         "chatId": "-1001234567890"
+         *       },
+         *       "channels": null,
+         *       "tags": null,
+         *       "minPriority": "normal",
+         *       "quietHours": null,
+         *       "burst": null
+         *     }
+         * @example {
+         *       "kind": "ntfy",
+         *       "name": "Phones via ntfy",
+         *       "enabled": null,
+         *       "settings": {
+         *         "serverUrl": "https://ntfy.sh",
+         *         "topic": "acme-shop-alerts",
+         *         "token": null
+         *       },
+         *       "channels": null,
+         *       "tags": null,
+         *       "minPriority": "normal",
+         *       "quietHours": null,
+         *       "burst": null
+         *     }
+         * @example {
+         *       "kind": "email",
+         *       "name": "On-call mail",
+         *       "enabled": null,
+         *       "settings": {
+         *         "to": [
+         *           "oncall@example.com"
+         *         ]
+         *       },
+         *       "channels": null,
+         *       "tags": null,
+         *       "minPriority": "normal",
+         *       "quietHours": null,
+         *       "burst": null
+         *     }
+         */
         DestinationIn: components["schemas"]["WebhookDestinationIn"] | components["schemas"]["SlackDestinationIn"] | components["schemas"]["DiscordDestinationIn"] | components["schemas"]["TelegramDestinationIn"] | components["schemas"]["NtfyDestinationIn"] | components["schemas"]["EmailDestinationIn"];
         /**
          * @description Which service a destination is.
@@ -946,27 +1031,57 @@ export interface components {
          * DestinationPatchIn
          * @description A change to a destination. A field left out is left as it is; `null`
          *     clears a rule. Unknown fields are rejected.
+         * @example {
+         *       "name": null,
+         *       "enabled": true,
+         *       "settings": null,
+         *       "channels": [
+         *         "payments"
+         *       ],
+         *       "quietHours": {
+         *         "start": "22:00",
+         *         "end": "07:00",
+         *         "timeZone": "Europe/Berlin"
+         *       }
+         *     }
          */
         DestinationPatchIn: {
-            /** @description A label to recognise it by. */
+            /**
+             * @description A label to recognise it by.
+             * @example null
+             */
             name?: string;
             /**
              * @description Turns it on or off. Turning on a destination its receiver disabled
              *     (a webhook's 410) clears the reason and its failures.
+             * @example true
              */
             enabled?: boolean;
             /**
              * @description Replaces its settings whole, secrets included (a webhook keeps its
              *     signing secret). Of the destination's own kind.
+             * @example null
              */
             settings?: components["schemas"]["SettingsIn"] & unknown;
-            /** @description Only events of these channels; null for every channel. */
+            /**
+             * @description Only events of these channels; null for every channel.
+             * @example [
+             *       "payments"
+             *     ]
+             */
             channels?: string[] | null;
             /** @description Only events carrying one of these tags; null for any event. */
             tags?: string[] | null;
             /** @description Only events of this priority or higher; null resets it to `low`. */
             minPriority?: components["schemas"]["EventPriority"] | null;
-            /** @description Quiet hours; null for none. */
+            /**
+             * @description Quiet hours; null for none.
+             * @example {
+             *       "start": "22:00",
+             *       "end": "07:00",
+             *       "timeZone": "Europe/Berlin"
+             *     }
+             */
             quietHours?: components["schemas"]["QuietHoursIn"] | null;
             /** @description A burst limit; null for none. */
             burst?: components["schemas"]["BurstRule"] | null;
@@ -1131,6 +1246,19 @@ export interface components {
         /**
          * DiscordDestinationIn
          * @description A Discord destination. Unknown fields are rejected.
+         * @example {
+         *       "kind": "discord",
+         *       "name": "#alerts on Discord",
+         *       "enabled": null,
+         *       "settings": {
+         *         "webhookUrl": "https://discord.com/api/webhooks/123456789012345678/XXXXXXXXXXXXXXXXXXXX"
+         *       },
+         *       "channels": null,
+         *       "tags": null,
+         *       "minPriority": "normal",
+         *       "quietHours": null,
+         *       "burst": null
+         *     }
          */
         DiscordDestinationIn: {
             kind: components["schemas"]["DiscordKind"];
@@ -1181,6 +1309,21 @@ export interface components {
         /**
          * EmailDestinationIn
          * @description An email destination. Unknown fields are rejected.
+         * @example {
+         *       "kind": "email",
+         *       "name": "On-call mail",
+         *       "enabled": null,
+         *       "settings": {
+         *         "to": [
+         *           "oncall@example.com"
+         *         ]
+         *       },
+         *       "channels": null,
+         *       "tags": null,
+         *       "minPriority": "normal",
+         *       "quietHours": null,
+         *       "burst": null
+         *     }
          */
         EmailDestinationIn: {
             kind: components["schemas"]["EmailKind"];
@@ -1619,6 +1762,21 @@ export interface components {
         /**
          * NtfyDestinationIn
          * @description An ntfy destination. Unknown fields are rejected.
+         * @example {
+         *       "kind": "ntfy",
+         *       "name": "Phones via ntfy",
+         *       "enabled": null,
+         *       "settings": {
+         *         "serverUrl": "https://ntfy.sh",
+         *         "topic": "acme-shop-alerts",
+         *         "token": null
+         *       },
+         *       "channels": null,
+         *       "tags": null,
+         *       "minPriority": "normal",
+         *       "quietHours": null,
+         *       "burst": null
+         *     }
          */
         NtfyDestinationIn: {
             kind: components["schemas"]["NtfyKind"];
@@ -1786,6 +1944,19 @@ export interface components {
         /**
          * SlackDestinationIn
          * @description A Slack destination. Unknown fields are rejected.
+         * @example {
+         *       "kind": "slack",
+         *       "name": "#ops on Slack",
+         *       "enabled": null,
+         *       "settings": {
+         *         "webhookUrl": "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"
+         *       },
+         *       "channels": null,
+         *       "tags": null,
+         *       "minPriority": "normal",
+         *       "quietHours": null,
+         *       "burst": null
+         *     }
          */
         SlackDestinationIn: {
             kind: components["schemas"]["SlackKind"];
@@ -2223,6 +2394,20 @@ export interface components {
         /**
          * TelegramDestinationIn
          * @description A Telegram destination. Unknown fields are rejected.
+         * @example {
+         *       "kind": "telegram",
+         *       "name": "On-call group",
+         *       "enabled": null,
+         *       "settings": {
+         *         "botToken": "123456789:AAExampleExampleExampleExample0000",
+         *         "chatId": "-1001234567890"
+         *       },
+         *       "channels": null,
+         *       "tags": null,
+         *       "minPriority": "normal",
+         *       "quietHours": null,
+         *       "burst": null
+         *     }
          */
         TelegramDestinationIn: {
             kind: components["schemas"]["TelegramKind"];
@@ -2382,6 +2567,19 @@ export interface components {
         /**
          * WebhookDestinationIn
          * @description A webhook destination. Unknown fields are rejected.
+         * @example {
+         *       "kind": "webhook",
+         *       "name": "Orders service",
+         *       "enabled": null,
+         *       "settings": {
+         *         "url": "https://orders.example.com/hooks/tocsin"
+         *       },
+         *       "channels": null,
+         *       "tags": null,
+         *       "minPriority": "normal",
+         *       "quietHours": null,
+         *       "burst": null
+         *     }
          */
         WebhookDestinationIn: {
             kind: components["schemas"]["WebhookKind"];
