@@ -73,7 +73,12 @@ impl Deliverer {
                 attempt, retaken, ..
             } => {
                 if retaken {
-                    tracing::info!(recipientId = %recipient.id, attempt, "sending a push whose earlier claim ran out without an outcome: possibly a repeat");
+                    tracing::info!(
+                        recipientId = %recipient.id,
+                        attempt,
+                        "sending an alert whose earlier claim ran out without an outcome: \
+                         possibly a repeat"
+                    );
                     self.metrics.possible_repeats.inc();
                 }
                 attempt
@@ -81,8 +86,17 @@ impl Deliverer {
             DeliveryClaim::Settled(_) => return Ok(Sent::Final),
             DeliveryClaim::Busy { until } => return Ok(Sent::Wait(recipient.id, until)),
             DeliveryClaim::GaveUp { attempts } => {
-                tracing::warn!(recipientId = %recipient.id, attempts, "delivery given up: its workers never finished it");
-                self.count_push("gave_up");
+                tracing::warn!(
+                    recipientId = %recipient.id,
+                    attempts,
+                    "delivery given up: its workers never finished it"
+                );
+                match &recipient.to {
+                    To::Device(_) => self.count_push("gave_up"),
+                    To::Destination { kind, .. } => {
+                        self.metrics.count_destination(*kind, "gave_up");
+                    }
+                }
                 return Ok(Sent::GaveUp);
             }
         };
