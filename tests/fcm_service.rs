@@ -6,7 +6,8 @@
 //! notifier's library so a bug cannot cancel itself out: the assertion's
 //! RS256 signature against the account's public key and its claims (`iss`,
 //! `scope`, `aud`, `exp`), then each send's bearer token against the tokens
-//! it granted and has not revoked, and the message's shape. Sends are
+//! it granted and has not revoked, and the message's shape (a web link
+//! must be https, as FCM requires). Sends are
 //! answered as the test scripted (200 by default); a scripted 401 revokes
 //! every token granted so far, as a revoked token would be.
 
@@ -339,6 +340,9 @@ fn check_message(body: &[u8]) -> Result<Value, String> {
     if let Some((key, _)) = data.iter().find(|(_, v)| !v.is_string()) {
         return Err(format!("data.{key} is not a string"));
     }
+    if let Some(webpush) = message.get("webpush") {
+        check_webpush(webpush)?;
+    }
     if !matches!(
         message["android"]["priority"].as_str(),
         Some("normal" | "high")
@@ -352,4 +356,68 @@ fn check_message(body: &[u8]) -> Result<Value, String> {
         return Err("larger than 4096 bytes".into());
     }
     Ok(message.clone())
+}
+
+/// FCM v1's `WebpushConfig`: `headers`, `data`, `notification` and
+/// `fcm_options`, whose `link` (the page a click opens) FCM takes only as
+/// https ("For all URL values, HTTPS is required"), and `analytics_label`.
+fn check_webpush(webpush: &Value) -> Result<(), String> {
+    let only = |value: &Value, at: &str, known: &[&str]| -> Result<(), String> {
+        let fields = value.as_object().ok_or(format!("{at} is not an object"))?;
+        match fields.keys().find(|k| !known.contains(&k.as_str())) {
+            Some(unknown) => Err(format!("unknown field {at}.{unknown}")),
+            None => Ok(()),
+        }
+    };
+    only(
+        webpush,
+        "webpush",
+        &["headers", "data", "notification", "fcm_options"],
+    )?;
+    let Some(options) = webpush.get("fcm_options") else {
+        return Ok(());
+    };
+    only(options, "webpush.fcm_options", &["link", "analytics_label"])?;
+    if let Some(link) = options.get("link") {
+        let link = link
+            .as_str()
+            .ok_or("webpush.fcm_options.link is not a string")?;
+        let https = url::Url::parse(link).is_ok_and(|u| u.scheme() == "https");
+        if !https {
+            return Err(format!(
+                "webpush.fcm_options.link {link:?} is not an https URL"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send(webpush: Value) -> Result<Value, String> {
+        let body = json!({ "message": {
+            "token": "t",
+            "notification": { "title": "x" },
+            "data": {},
+            "android": { "priority": "normal" },
+            "webpush": webpush,
+        }});
+        check_message(body.to_string().as_bytes())
+    }
+
+    #[test]
+    fn a_web_link_is_taken_only_as_https() {
+        assert!(send(json!({ "fcm_options": { "link": "https://shop.example/o/1" } })).is_ok());
+        for refused in [
+            json!({ "fcm_options": { "link": "http://shop.example/o/1" } }),
+            json!({ "fcm_options": { "link": "/o/1" } }),
+            json!({ "fcm_options": { "link": 5 } }),
+            json!({ "fcm_options": { "url": "https://shop.example/o/1" } }),
+            json!({ "link": "https://shop.example/o/1" }),
+        ] {
+            assert!(send(refused.clone()).is_err(), "{refused}");
+        }
+    }
 }

@@ -172,6 +172,8 @@ pub fn pending_event(scope: &Scope) -> common::store::Event {
         source: None,
         priority: common::store::Priority::Normal,
         alert_key: None,
+        parser: common::store::Parser::Text,
+        url: None,
         created_at: common::time::now(),
         notification: common::store::NotificationState::Pending,
         request_id: None,

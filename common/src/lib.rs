@@ -11,6 +11,7 @@ pub mod embedded;
 pub mod endpoint;
 pub mod jobs;
 pub mod keys;
+pub mod markdown;
 pub mod metrics;
 pub mod probe;
 pub mod queue;

@@ -1,5 +1,6 @@
 //! `query`: the input as the query string of the listings (`GET
-//! /v1/events`, `/v1/stats/events`, `/v1/channels`, `/v1/stream`) and as the
+//! /v1/events`, `/v1/stats/events`, `/v1/channels`, `/v1/users`,
+//! `/v1/stream`) and as the
 //! id in `GET /v1/events/{id}` and `/v1/users/{userId}`, through the whole
 //! service in-process: the query rules (`ingest/src/query.rs`), poem's
 //! parameter parsing, cursors, the handlers and the store.
@@ -13,10 +14,11 @@ use serde_json::Value;
 use crate::{envelope, service};
 
 /// Routes whose query string is the input.
-const LISTINGS: [&str; 4] = [
+const LISTINGS: [&str; 5] = [
     "/v1/events",
     "/v1/stats/events",
     "/v1/channels",
+    "/v1/users",
     "/v1/stream",
 ];
 

@@ -14,7 +14,7 @@
 
 use std::sync::LazyLock;
 
-use ingest::fuzzing::{MAX_DEPTH, is_single_emoji};
+use ingest::fuzzing::{MAX_DEPTH, is_icon};
 use serde_json::{Map, Value};
 
 use crate::{envelope, service};
@@ -60,7 +60,7 @@ static ORACLE: LazyLock<Vec<jsonschema::Validator>> = LazyLock::new(|| {
             });
             jsonschema::draft202012::options()
                 .should_validate_formats(true)
-                .with_format("emoji", is_single_emoji)
+                .with_format("emoji", is_icon)
                 .build(&schema)
                 .unwrap_or_else(|e| panic!("{} does not compile: {e}", route.schema))
         })

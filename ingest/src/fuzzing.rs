@@ -161,7 +161,8 @@ pub fn presented_secret(headers: &HeaderMap, kind: SecretKind) -> Result<&str, &
     auth::presented(headers, kind).map_err(|e| e.message())
 }
 
-/// The one-emoji check of the `emoji` format in the published schemas.
-pub fn is_single_emoji(text: &str) -> bool {
-    crate::types::is_single_emoji(text)
+/// The check of the `emoji` format in the published schemas: one emoji,
+/// or a shortcode of one.
+pub fn is_icon(text: &str) -> bool {
+    crate::types::is_icon(text)
 }

@@ -17,7 +17,7 @@ use crate::{
     admin::AdminApis,
     api::{
         channels::ChannelsApi, devices::DevicesApi, events::EventsApi, health::HealthApi,
-        identify::IdentifyApi, stats::StatsApi, stream::StreamApi,
+        identify::IdentifyApi, insights::InsightsApi, stats::StatsApi, stream::StreamApi,
     },
     error::ErrorEnvelope,
 };
@@ -25,6 +25,7 @@ use crate::{
 pub type Apis = (
     EventsApi,
     IdentifyApi,
+    InsightsApi,
     DevicesApi,
     ChannelsApi,
     StatsApi,
@@ -47,14 +48,16 @@ error envelope; validation errors list every fault in `details`, each with \
 the path of the faulty field.
 
 A key has scopes, chosen when it is created (all four by default): \
-`events:write` (record events, identify users), `events:read` (read events, \
-channels, users, the stream and statistics), `devices:write` (register and \
+`events:write` (record events, identify users, set insights), `events:read` \
+(read events, channels, users, insights, the stream and statistics), \
+`devices:write` (register and \
 delete devices), `devices:read` (list devices). Each operation says the one \
 it needs; a key without it gets 403. A key that only registers its device \
 (in a phone or a browser) needs only `devices:write`.
 
-POST requests accept an `Idempotency-Key` (1 to 255 visible ASCII characters, \
-kept 24 hours, per project): a retry with the same key and body replays the original \
+POST requests, and the increment `PATCH /v1/insights`, accept an \
+`Idempotency-Key` (1 to 255 visible ASCII characters, kept 24 hours, per \
+project): a retry with the same key and body replays the original \
 response with `X-Idempotent-Replay: true`; the same key with a different body \
 gets 422, and while the first request is still running 409.
 
@@ -104,10 +107,34 @@ fn operations_mut(doc: &mut Value) -> impl Iterator<Item = &mut Value> {
 /// 3.2 describes one message with `itemSchema`, and tools reading 3.1 (such
 /// as schemathesis) take the media type's `schema` as that. A message is
 /// what an SSE parser yields (the HTML standard's fields): `data` is the
-/// item as JSON (`contentSchema`), `event` its type and `id` the item's id,
-/// which `Last-Event-ID` resumes after. Keep-alive comments are not
+/// item as JSON (`contentSchema`, any of the kinds), `event` its type and
+/// `id` an event's id, which `Last-Event-ID` resumes after; then one branch
+/// per kind of message (`stream::MESSAGES`) pins its type to its data's
+/// schema and says whether it has an id. Keep-alive comments are not
 /// messages.
 fn describe_event_streams(doc: &mut Value) {
+    let kinds = &crate::api::stream::MESSAGES;
+    let types: Vec<&str> = kinds.iter().map(|k| k.event).collect();
+    let meanings: Vec<String> = kinds
+        .iter()
+        .map(|k| format!("`{}`, {}", k.event, k.meaning))
+        .collect();
+    let branches: Vec<Value> = kinds
+        .iter()
+        .map(|k| {
+            let data = json!({ "$ref": format!("#/components/schemas/{}", k.data) });
+            let mut branch = json!({
+                "properties": {
+                    "event": { "const": k.event },
+                    "data": { "contentSchema": data },
+                },
+            });
+            if k.has_id {
+                branch["required"] = json!(["id"]);
+            }
+            branch
+        })
+        .collect();
     for op in operations_mut(doc) {
         let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
             continue;
@@ -122,18 +149,22 @@ fn describe_event_streams(doc: &mut Value) {
             media["schema"] = json!({
                 "type": "object",
                 "description": "One message of the stream, as an SSE parser yields it.",
-                "required": ["data", "event", "id"],
+                "required": ["data", "event"],
                 "properties": {
-                    "event": { "type": "string", "enum": ["event"],
-                        "description": "The message's type: `event`, an event recorded." },
+                    "event": { "type": "string", "enum": types,
+                        "description": format!("The message's type: {}.", meanings.join("; ")) },
                     "id": { "type": "string", "format": "uuid",
-                        "description": "The event's id: send it as `Last-Event-ID` to resume after it." },
+                        "description": "On `event` messages: the event's id; send it as \
+                            `Last-Event-ID` to resume after it. Other messages have no id \
+                            line (a parser keeps the last event's)." },
                     "data": { "type": "string", "contentMediaType": "application/json",
                         "contentSchema": item,
-                        "description": "The event as JSON, as `GET /v1/events` lists it." },
+                        "description": "The message's data as JSON: the event, or the insight, \
+                            as listed." },
                     "retry": { "type": "integer", "minimum": 0,
                         "description": "How long a client waits before reconnecting, in milliseconds." }
-                }
+                },
+                "oneOf": branches.clone(),
             });
         }
     }
@@ -147,6 +178,11 @@ const LINKS: &[(&str, &[Link])] = &[
     ("createEvent", &[("getEvent", "id", "/data/id")]),
     ("identify", &[("getUser", "userId", "/data/user_id")]),
     ("registerDevice", &[("deleteDevice", "id", "/data/id")]),
+    ("setInsight", &[("deleteInsight", "title", "/data/title")]),
+    (
+        "incrementInsight",
+        &[("deleteInsight", "title", "/data/title")],
+    ),
     (
         "adminCreateOrganization",
         &[

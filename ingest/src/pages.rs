@@ -91,6 +91,7 @@ const FEED: Source = Source {
         ("feed.css", CSS, include_bytes!("pages/feed/feed.css")),
         ("feed.js", JS, include_bytes!("pages/feed/feed.js")),
         ("notify.js", JS, include_bytes!("pages/feed/notify.js")),
+        ("users.js", JS, include_bytes!("pages/feed/users.js")),
         ICON,
         (
             "icon-192.png",

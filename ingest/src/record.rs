@@ -18,8 +18,10 @@
 
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use common::store::{
-    Event, IdempotentOutcome, Inserted, NotificationState, Priority, Scope, Store, StoredResponse,
+    Event, IdempotentOutcome, Inserted, NotificationState, Parser, Priority, Scope, Store,
+    StoredResponse,
 };
 use poem::http::StatusCode;
 use serde::Serialize;
@@ -53,6 +55,11 @@ pub struct NewEvent {
     pub priority: Priority,
     /// What its push replaces on the device (see [`Event::alert_key`]).
     pub alert_key: Option<String>,
+    pub parser: Parser,
+    pub url: Option<String>,
+    /// The past time a backfilled event happened at: it is stored at that
+    /// time and never pushed. `None`: it happens now.
+    pub happened_at: Option<DateTime<Utc>>,
     /// The request that records it, carried with its job to the notifier.
     pub request_id: RequestId,
 }
@@ -132,10 +139,13 @@ impl Recorder {
 
     /// The event `new` describes, as it is written now: with the claim's
     /// reserved id or a new one, and the notification state the outbox
-    /// gives an event asking for a push.
+    /// gives an event asking for a push. History (an event at a past
+    /// time) is never pushed: a push about what happened last month is
+    /// noise, and an import of a year of history would be a flood.
     fn stored_form(&self, new: NewEvent, reserved: Option<Uuid>) -> Event {
         let now = common::time::now();
-        let (notification, due) = if new.notify {
+        let notify = new.notify && new.happened_at.is_none();
+        let (notification, due) = if notify {
             let (state, due) = self.outbox.stored_state(now);
             (state, Some(due))
         } else {
@@ -151,11 +161,13 @@ impl Recorder {
             tags: new.tags,
             metadata: new.metadata,
             user_id: new.user_id,
-            notify: new.notify,
+            notify,
             source: new.source,
             priority: new.priority,
             alert_key: new.alert_key,
-            created_at: now,
+            parser: new.parser,
+            url: new.url,
+            created_at: new.happened_at.unwrap_or(now),
             notification,
             request_id: Some(new.request_id.to_string()),
             notification_due_at: due,

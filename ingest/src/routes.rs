@@ -55,9 +55,14 @@ pub fn access(path: &str) -> Access {
 const SCOPES: &[(&str, &str, KeyScope)] = &[
     ("POST", "/v1/events", KeyScope::EventsWrite),
     ("POST", "/v1/identify", KeyScope::EventsWrite),
+    ("POST", "/v1/insights", KeyScope::EventsWrite),
+    ("PATCH", "/v1/insights", KeyScope::EventsWrite),
+    ("DELETE", "/v1/insights/{title}", KeyScope::EventsWrite),
+    ("GET", "/v1/insights", KeyScope::EventsRead),
     ("GET", "/v1/events", KeyScope::EventsRead),
     ("GET", "/v1/events/{id}", KeyScope::EventsRead),
     ("GET", "/v1/channels", KeyScope::EventsRead),
+    ("GET", "/v1/users", KeyScope::EventsRead),
     ("GET", "/v1/users/{userId}", KeyScope::EventsRead),
     ("GET", "/v1/stream", KeyScope::EventsRead),
     ("GET", "/v1/stats/events", KeyScope::EventsRead),
@@ -97,10 +102,18 @@ pub fn required_scope(method: &Method, path: &str) -> Option<KeyScope> {
         .map(|(_, _, scope)| *scope)
 }
 
+/// The API's PATCHes that take an `Idempotency-Key`: those that are not
+/// idempotent by themselves (an increment sent twice adds twice; a PATCH
+/// that sets fields is the same change however often it is sent).
+const IDEMPOTENT_PATCHES: &[&str] = &["/v1/insights"];
+
 /// Whether `method` on `path` takes an `Idempotency-Key`: the API's writes
-/// (every one of them is a POST; a DELETE is idempotent by itself).
+/// that are not idempotent by themselves: every POST, and the PATCHes of
+/// [`IDEMPOTENT_PATCHES`] (a DELETE is idempotent by itself).
 pub fn is_idempotent(method: &Method, path: &str) -> bool {
-    method == Method::POST && access(path) == Access::ApiKey
+    access(path) == Access::ApiKey
+        && (method == Method::POST
+            || (method == Method::PATCH && IDEMPOTENT_PATCHES.contains(&path)))
 }
 
 #[cfg(test)]
@@ -139,11 +152,16 @@ mod tests {
         for (method, path, scope) in [
             (Method::POST, "/v1/events", EventsWrite),
             (Method::POST, "/v1/identify", EventsWrite),
+            (Method::POST, "/v1/insights", EventsWrite),
+            (Method::PATCH, "/v1/insights", EventsWrite),
+            (Method::DELETE, "/v1/insights/Revenue%20today", EventsWrite),
+            (Method::GET, "/v1/insights", EventsRead),
             (Method::GET, "/v1/events", EventsRead),
             (Method::HEAD, "/v1/events", EventsRead),
             (Method::GET, "/v1/events/0195a1b2", EventsRead),
             (Method::GET, "/v1/events/{id}", EventsRead),
             (Method::GET, "/v1/channels", EventsRead),
+            (Method::GET, "/v1/users", EventsRead),
             (Method::GET, "/v1/users/user_7", EventsRead),
             (Method::GET, "/v1/stream", EventsRead),
             (Method::GET, "/v1/stats/events", EventsRead),
@@ -171,8 +189,11 @@ mod tests {
     }
 
     #[test]
-    fn only_the_apis_posts_are_idempotent() {
+    fn only_the_apis_posts_and_increments_are_idempotent() {
         assert!(is_idempotent(&Method::POST, "/v1/events"));
+        assert!(is_idempotent(&Method::PATCH, "/v1/insights"));
+        assert!(!is_idempotent(&Method::PATCH, "/v1/devices/abc"));
+        assert!(!is_idempotent(&Method::DELETE, "/v1/insights/abc"));
         assert!(!is_idempotent(&Method::DELETE, "/v1/devices/abc"));
         assert!(!is_idempotent(&Method::GET, "/v1/events/abc"));
         assert!(!is_idempotent(&Method::POST, "/healthz"));

@@ -22,7 +22,7 @@ use crate::{
     allow::{AllowedMethods, allow},
     api::{
         channels::ChannelsApi, devices::DevicesApi, events::EventsApi, health::HealthApi,
-        identify::IdentifyApi, stats::StatsApi, stream::StreamApi,
+        identify::IdentifyApi, insights::InsightsApi, stats::StatsApi, stream::StreamApi,
     },
     auth::authentication,
     body_limit::limit_body,
@@ -177,6 +177,9 @@ fn routes(
             state: Arc::clone(&state),
         },
         IdentifyApi {
+            state: Arc::clone(&state),
+        },
+        InsightsApi {
             state: Arc::clone(&state),
         },
         DevicesApi {

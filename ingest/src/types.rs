@@ -1,6 +1,7 @@
 //! Field types whose published schema says more than poem-openapi's
-//! built-ins can: an emoji icon, a string that may be null, and an event's
-//! metadata as the store holds it.
+//! built-ins can: an emoji icon (or its shortcode), a backfilled event's
+//! time, a string that may be null, and an event's metadata as the store
+//! holds it.
 
 use std::{
     borrow::Cow,
@@ -8,6 +9,7 @@ use std::{
     sync::LazyLock,
 };
 
+use chrono::{DateTime, SubsecRound as _, Utc};
 use poem_openapi::{
     registry::{MetaSchema, MetaSchemaRef},
     types::{ParseError, ParseFromJSON, ParseResult, ToJSON, Type},
@@ -107,22 +109,43 @@ impl Trie {
     }
 }
 
+/// Whether `s` is an icon: one emoji, or the shortcode of one (the
+/// `emoji` format of the published schemas).
+pub fn is_icon(s: &str) -> bool {
+    is_single_emoji(s) || emoji_of_shortcode(s).is_some()
+}
+
+/// The emoji a shortcode names (`:moneybag:` is 💰), as GitHub's gemoji
+/// list (the `emojis` crate's) spells them; `None` for anything else.
+pub fn emoji_of_shortcode(s: &str) -> Option<&'static str> {
+    let name = s.strip_prefix(':')?.strip_suffix(':')?;
+    emojis::get_by_shortcode(name).map(emojis::Emoji::as_str)
+}
+
 /// The `pattern` published for an icon: the alternation of every accepted
-/// emoji, so a client or a fuzzer that knows nothing of `format: emoji` still
-/// sees the exact rule. Built from the same list as [`is_single_emoji`].
+/// emoji and every known shortcode between colons, so a client or a fuzzer
+/// that knows nothing of `format: emoji` still sees the exact rule. Built
+/// from the same list as [`is_single_emoji`] and [`emoji_of_shortcode`].
 pub static EMOJI_PATTERN: LazyLock<String> = LazyLock::new(|| {
-    let mut trie = Trie::default();
-    for emoji in accepted_emojis() {
-        trie.insert(&emoji);
+    let mut emoji = Trie::default();
+    for accepted in accepted_emojis() {
+        emoji.insert(&accepted);
     }
-    let mut pattern = String::from("^");
-    trie.write(&mut pattern);
-    pattern.push('$');
+    let mut shortcodes = Trie::default();
+    for name in emojis::iter().flat_map(emojis::Emoji::shortcodes) {
+        shortcodes.insert(name);
+    }
+    let mut pattern = String::from("^(?:");
+    emoji.write(&mut pattern);
+    pattern.push_str("|:");
+    shortcodes.write(&mut pattern);
+    pattern.push_str(":)$");
     pattern
 });
 
-/// An event's icon: a single emoji (JSON Schema `format: emoji`, and the
-/// equivalent [`EMOJI_PATTERN`]).
+/// An event's icon: a single emoji, or a shortcode of one (`:moneybag:`)
+/// that is stored and shown as the emoji (JSON Schema `format: emoji`, and
+/// the equivalent [`EMOJI_PATTERN`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Icon(pub String);
 
@@ -139,7 +162,10 @@ impl Type for Icon {
         MetaSchemaRef::Inline(Box::new(MetaSchema {
             format: Some("emoji"),
             pattern: Some(EMOJI_PATTERN.clone()),
-            description: Some("Exactly one emoji, such as 🚀, 👍🏽, 🏳️‍🌈 or 🇫🇷."),
+            description: Some(
+                "Exactly one emoji, such as 🚀, 👍🏽, 🏳️‍🌈 or 🇫🇷, or its GitHub \
+                 shortcode (`:moneybag:`, `:rotating_light:`), stored as the emoji.",
+            ),
             example: Some(Value::String("🚀".into())),
             ..MetaSchema::new("string")
         }))
@@ -158,7 +184,14 @@ impl ParseFromJSON for Icon {
     fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
         match value {
             Some(Value::String(s)) if is_single_emoji(&s) => Ok(Self(s)),
-            Some(Value::String(_)) => Err(ParseError::custom("must be exactly one emoji")),
+            Some(Value::String(s)) if s.starts_with(':') && s.ends_with(':') && s.len() > 1 => {
+                emoji_of_shortcode(&s)
+                    .map(|emoji| Self(emoji.to_owned()))
+                    .ok_or_else(|| ParseError::custom(format!("unknown emoji shortcode {s}")))
+            }
+            Some(Value::String(_)) => Err(ParseError::custom(
+                "must be exactly one emoji, or a shortcode such as :rocket:",
+            )),
             other => Err(ParseError::expected_type(other.unwrap_or_default())),
         }
     }
@@ -167,6 +200,85 @@ impl ParseFromJSON for Icon {
 impl ToJSON for Icon {
     fn to_json(&self) -> Option<Value> {
         Some(Value::String(self.0.clone()))
+    }
+}
+
+/// When a backfilled event happened: an RFC 3339 time, or Unix seconds (a
+/// number, fractions allowed), kept to the millisecond as every store
+/// keeps times. Whether it is in the past is the handler's check (it
+/// depends on the clock and on retention).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventTime(pub DateTime<Utc>);
+
+/// Unix seconds beyond this are past the year 9999, which RFC 3339 cannot
+/// write.
+const LAST_UNIX_SECOND: f64 = 253_402_300_799.0;
+
+impl Type for EventTime {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = Self;
+    type RawElementValueType = Self;
+
+    fn name() -> Cow<'static, str> {
+        "event_time".into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        let time = MetaSchema {
+            format: Some("date-time"),
+            example: Some(Value::String("2026-11-20T09:30:00Z".into())),
+            ..MetaSchema::new("string")
+        };
+        let seconds = MetaSchema {
+            minimum: Some(0.0),
+            maximum: Some(LAST_UNIX_SECOND),
+            example: Some(Value::from(1_763_631_000)),
+            ..MetaSchema::new("number")
+        };
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            any_of: vec![
+                MetaSchemaRef::Inline(Box::new(time)),
+                MetaSchemaRef::Inline(Box::new(seconds)),
+            ],
+            description: Some(
+                "An RFC 3339 time (2026-11-20T09:30:00Z) or Unix seconds (1763631000), \
+                 in the past.",
+            ),
+            ..MetaSchema::ANY
+        }))
+    }
+
+    fn as_raw_value(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a Self> + 'a> {
+        Box::new(std::iter::once(self))
+    }
+}
+
+impl ParseFromJSON for EventTime {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        let time = match value {
+            Some(Value::String(s)) => DateTime::parse_from_rfc3339(&s)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|_| ParseError::custom("must be an RFC 3339 time"))?,
+            Some(Value::Number(n)) => n
+                .as_f64()
+                .filter(|s| (0.0..=LAST_UNIX_SECOND).contains(s))
+                .and_then(|s| DateTime::from_timestamp_millis((s * 1000.0).floor() as i64))
+                .ok_or_else(|| ParseError::custom("must be Unix seconds from 0"))?,
+            other => return Err(ParseError::expected_type(other.unwrap_or_default())),
+        };
+        Ok(Self(time.trunc_subsecs(3)))
+    }
+}
+
+impl ToJSON for EventTime {
+    fn to_json(&self) -> Option<Value> {
+        Some(Value::String(
+            self.0.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        ))
     }
 }
 
@@ -443,8 +555,31 @@ mod tests {
         for icon in accepted {
             assert!(is_match(&icon), "{icon} matches");
         }
+        for shortcode in [
+            ":rocket:",
+            ":moneybag:",
+            ":rotating_light:",
+            ":+1:",
+            ":t-rex:",
+        ] {
+            assert!(is_match(shortcode), "{shortcode} matches");
+        }
         for icon in [
-            "", "a", "ab", "🚀🚀", ":rocket:", "🚀 ", "🇫", "🚀a", "*", "1",
+            "",
+            "a",
+            "ab",
+            "🚀🚀",
+            ":no_such_emoji:",
+            ":rocket",
+            "rocket:",
+            "::",
+            "🚀 ",
+            "🇫",
+            "🚀a",
+            "*",
+            "1",
+            ":ROCKET:",
+            ": rocket:",
         ] {
             assert!(!is_match(icon), "{icon:?} does not match");
         }
@@ -462,11 +597,38 @@ mod tests {
             ] {
                 assert_eq!(
                     pattern.is_valid(&Value::String(s.clone())),
-                    is_single_emoji(&s),
+                    is_icon(&s),
                     "{s:?}"
                 );
             }
         }
+    }
+
+    /// Every shortcode of the list matches the pattern and parses to its
+    /// emoji; one the list does not know is refused.
+    #[test]
+    fn shortcodes_are_stored_as_their_emoji() {
+        let pattern = jsonschema::validator_for(&serde_json::json!({ "pattern": *EMOJI_PATTERN }))
+            .expect("the pattern compiles");
+        for emoji in emojis::iter() {
+            for name in emoji.shortcodes() {
+                let code = format!(":{name}:");
+                assert!(pattern.is_valid(&Value::String(code.clone())), "{code}");
+                let icon = Icon::parse_from_json(Some(Value::String(code.clone())))
+                    .unwrap_or_else(|_| panic!("{code} parses"));
+                assert_eq!(icon.0, emoji.as_str(), "{code}");
+                assert!(is_single_emoji(&icon.0), "{code} is stored as one emoji");
+            }
+        }
+        assert_eq!(emoji_of_shortcode(":moneybag:"), Some("💰"));
+        assert_eq!(emoji_of_shortcode(":rotating_light:"), Some("🚨"));
+        let unknown = Icon::parse_from_json(Some(Value::String(":no_such_emoji:".into())))
+            .expect_err("unknown shortcode");
+        assert!(
+            unknown.message().contains(":no_such_emoji:"),
+            "{}",
+            unknown.message()
+        );
     }
 
     #[test]

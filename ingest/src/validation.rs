@@ -35,7 +35,7 @@ use poem_openapi::{
 };
 use serde_json::Value;
 
-use crate::{error::ApiError, error::FieldError, types::is_single_emoji};
+use crate::{error::ApiError, error::FieldError, types::is_icon};
 
 /// Deepest nesting accepted inside `metadata` and `properties`. BSON allows
 /// 100 levels in a whole document; this keeps every stored event well inside.
@@ -73,7 +73,7 @@ impl SchemaValidators {
             });
             let validator = jsonschema::draft202012::options()
                 .should_validate_formats(true)
-                .with_format("emoji", is_single_emoji)
+                .with_format("emoji", is_icon)
                 .build(&schema)
                 .map_err(|e| anyhow::anyhow!("schema {name} does not compile: {e}"))?;
             by_schema.insert(name.clone(), validator);

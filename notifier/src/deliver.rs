@@ -439,6 +439,8 @@ pub(crate) fn sample_event(channel: &str, title: &str, priority: common::store::
         source: None,
         priority,
         alert_key: None,
+        parser: common::store::Parser::Text,
+        url: None,
         created_at: common::time::now(),
         notification: NotificationState::Queued,
         request_id: None,

@@ -124,6 +124,8 @@ async fn world(script: Vec<Answer>) -> World {
         source: None,
         priority: Default::default(),
         alert_key: None,
+        parser: common::store::Parser::Text,
+        url: None,
         created_at: clock.now(),
         notification: NotificationState::Queued,
         request_id: None,

@@ -175,6 +175,8 @@ async fn with_store(body: Body, store: Data<&Arc<dyn Store>>) -> Response {
         source: input.source,
         priority: Default::default(),
         alert_key: None,
+        parser: common::store::Parser::Text,
+        url: None,
         created_at: chrono::Utc::now(),
         notification: NotificationState::Skipped,
         request_id: None,

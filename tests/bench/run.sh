@@ -17,6 +17,8 @@
 #                        checkpoints only (INGEST_SQLITE_SYNCHRONOUS=normal):
 #                        what the default, surviving a power loss, costs
 #   notify:false         ingest's POST /v1/events
+#   notify:false, userId ... each event naming one of 1000 users (its
+#                        counters' upsert, in the same transaction)
 #   idempotency-key      ... with a unique Idempotency-Key per request
 #   notify:true          ... asking for a push, the project has no device
 #   notify:true 4 dev    ... with 4 devices (the logging provider), and
@@ -148,6 +150,8 @@ stop_server
 start_ingest ingest
 total=0
 row "notify:false" "$base/v1/events"
+total=$((total + created))
+BENCH_USERS=1000 row "notify:false, userId" "$base/v1/events"
 total=$((total + created))
 BENCH_IDEMPOTENCY=1 row "idempotency-key" "$base/v1/events"
 total=$((total + created))

@@ -8,5 +8,6 @@ mod cli;
 mod destinations;
 mod faults;
 mod held;
+mod insights;
 mod logs;
 mod shutdown;

@@ -4,7 +4,8 @@
 //! those services (tests/standins: the webhook's signature verified with
 //! the reference Standard Webhooks library, each payload checked against
 //! the service's documented shape and limits, mail parsed by a real MIME
-//! parser); retried after a 500 and after a 429 with `Retry-After`;
+//! parser); a markdown description in each kind's way, and the event's
+//! `url` before its `metadata.url`; retried after a 500 and after a 429 with `Retry-After`;
 //! disabled by a webhook's 410; filtered by their rules; summarised with
 //! digests; reached only through the operator's allow-list.
 
@@ -289,6 +290,9 @@ async fn every_kind_gets_the_alert_once_in_its_own_form(kind: StoreKind) {
         "metadata",
         "createdAt",
         "priority",
+        "parser",
+        "descriptionHtml",
+        "url",
     ] {
         assert_eq!(
             hook["body"]["data"][field], api.body["data"][field],
@@ -330,6 +334,111 @@ async fn every_kind_gets_the_alert_once_in_its_own_form(kind: StoreKind) {
             1.0,
             "{}",
             k.kind
+        );
+    }
+}
+
+/// An event written in markdown with a `url` (and an older
+/// `metadata.url`, which gives way to it): Slack, Telegram and ntfy get the
+/// description as plain text, Discord as its markdown, the mail's HTML
+/// rendered and sanitised and its text plain; each links the event's
+/// `url`; the webhook's data is the API's event.
+async fn a_markdown_event_with_a_url_reaches_each_kind_as_it_can_show_it(kind: StoreKind) {
+    let w = world(kind).await;
+    w.every_kind().await;
+    let url = "https://ci.example.com/runs/42";
+    let markdown = "**Deploy 42** failed: see [the log](https://ci.example.com/runs/42/log). \
+                    <script>alert(1)</script>";
+    let plain = "Deploy 42 failed: see the log. <script>alert(1)</script>";
+    let event = w
+        .app
+        .record_event(
+            &w.key,
+            &json!({
+                "channelName": "deploys",
+                "title": "Deploy 42 failed",
+                "description": markdown,
+                "parser": "markdown",
+                "url": url,
+                "metadata": { "url": "https://old.example.com/runs/42" },
+            }),
+        )
+        .await;
+    w.deliveries(&event).await;
+    for k in &KINDS {
+        w.standins.wait_received(k.prefix, 1, WAIT).await;
+        w.standins.assert_no_problems(k.prefix).await;
+    }
+    let one = |records: Vec<Value>| records.into_iter().next().expect("one");
+
+    let slack = one(w.standins.received("/slack/").await);
+    let blocks = &slack["message"]["blocks"];
+    assert_eq!(
+        blocks[1]["text"]["text"],
+        "Deploy 42 failed: see the log. &lt;script&gt;alert(1)&lt;/script&gt;"
+    );
+    let context = blocks[2]["elements"].as_array().expect("elements");
+    assert_eq!(
+        context.last().expect("link")["text"],
+        format!("<{url}|Open>")
+    );
+
+    let telegram = one(w.standins.received("/telegram/").await);
+    let shown = telegram["plain_text"].as_str().expect("parsed text");
+    assert!(shown.contains(plain), "{shown}");
+    assert!(
+        telegram["text"]
+            .as_str()
+            .expect("text")
+            .contains(&format!("<a href=\"{url}\">Open</a>")),
+        "{telegram}"
+    );
+
+    let ntfy = one(w.standins.received("/ntfy").await);
+    assert_eq!(ntfy["message"], plain);
+    assert_eq!(ntfy["click"], url);
+    assert_eq!(ntfy["markdown"], false);
+
+    let discord = one(w.standins.received("/discord/").await);
+    let embed = &discord["message"]["embeds"][0];
+    assert_eq!(
+        embed["description"],
+        "**Deploy 42** failed: see [the log](https://ci.example.com/runs/42/log). \
+         \\<script>alert(1)\\</script>"
+    );
+    assert_eq!(embed["url"], url);
+    assert_eq!(discord["message"]["allowed_mentions"]["parse"], json!([]));
+
+    let mail = one(w.standins.received("smtp").await);
+    let html = mail["html"].as_str().expect("html");
+    assert!(html.contains("<strong>Deploy 42</strong>"), "{html}");
+    assert!(
+        html.contains("href=\"https://ci.example.com/runs/42/log\""),
+        "{html}"
+    );
+    assert!(!html.contains("<script>"), "{html}");
+    assert!(html.contains(&format!("<a href=\"{url}\"")), "{html}");
+    let text = mail["text"].as_str().expect("text");
+    assert!(
+        text.contains(plain) && text.contains(&format!("Open: {url}")),
+        "{text}"
+    );
+    assert!(!text.contains("**"), "{text}");
+
+    let hook = one(w.standins.received("/webhook/").await);
+    let api = Reply::of(w.app.get_as(&format!("/v1/events/{event}"), &w.key).await).await;
+    assert_eq!(hook["body"]["data"]["parser"], "markdown");
+    assert_eq!(hook["body"]["data"]["url"], url);
+    for field in [
+        "description",
+        "parser",
+        "descriptionHtml",
+        "url",
+        "metadata",
+    ] {
+        assert_eq!(
+            hook["body"]["data"][field], api.body["data"][field],
+            "the webhook's {field} is the API's"
         );
     }
 }
@@ -820,6 +929,7 @@ for_each_store!(
     the_store_keeps_destinations_and_their_health,
     a_url_is_checked_again_when_sent_with_its_name_resolved_again,
     every_kind_gets_the_alert_once_in_its_own_form,
+    a_markdown_event_with_a_url_reaches_each_kind_as_it_can_show_it,
     a_500_and_a_429_are_retried_and_delivered_once,
     a_webhook_answering_410_is_disabled_and_gets_nothing_more,
     rules_filter_a_destination_and_a_burst_sends_it_a_digest,

@@ -1,9 +1,11 @@
 //! FCM end to end in embedded mode, against the loopback FCM
 //! (tests/fcm_service.rs) that verifies each token request's RS256
 //! assertion and each send's bearer token: delivered once with one cached
-//! token; `UNREGISTERED` deactivates the device and `INVALID_ARGUMENT`
-//! rejects the push; 503 is retried no sooner than `Retry-After`; a 401
-//! gets one new token and one resend.
+//! token; a markdown description as plain text and the event's link (the
+//! web link only when https, which the stand-in holds FCM to);
+//! `UNREGISTERED` deactivates the device and `INVALID_ARGUMENT` rejects the
+//! push; 503 is retried no sooner than `Retry-After`; a 401 gets one new
+//! token and one resend.
 
 use std::time::Duration;
 
@@ -92,6 +94,45 @@ async fn a_device_gets_each_event_once_with_one_cached_token(kind: StoreKind) {
     assert_eq!(first["android"]["priority"], "high");
     assert_eq!(received[1].message["android"]["priority"], "normal");
     assert_eq!(service.grants(), 1, "the access token is cached");
+    app.stop().await;
+}
+
+/// An event written in markdown with an https `url` reaches FCM as plain
+/// text with the link in `webpush.fcm_options.link` (what the FCM SDK for
+/// the web opens on a click) and in `data.url` (for an app); an http `url`
+/// only in `data.url`, since FCM refuses a web link that is not https (the
+/// stand-in does too: a fault would show).
+async fn a_markdown_event_with_a_url_is_text_with_its_link(kind: StoreKind) {
+    let service = FcmService::start().await;
+    let app = app_with(kind, &service, |_| {}).await;
+    let (key, _) = app.new_key().await;
+    let token = "fcm-token:APA91b-linked";
+    assert_eq!(register(&app, &key, token).await.status, 201);
+    let https = "https://ci.example.com/runs/42?tab=log";
+    let http = "http://intranet.example/runs/43";
+    for url in [https, http] {
+        let body = json!({
+            "channelName": "deploys",
+            "title": "Deploy 42 failed",
+            "description": "**Deploy 42** failed on `main`: see [the log](https://ci.example.com/runs/42).",
+            "parser": "markdown",
+            "url": url,
+        });
+        let id = app.record_event(&key, &body).await;
+        app.settled(&key, &id, "delivered").await;
+    }
+    assert!(service.faults().is_empty(), "{:?}", service.faults());
+    let received = service.received(token);
+    assert_eq!(received.len(), 2, "{received:?}");
+    let (first, second) = (&received[0].message, &received[1].message);
+    assert_eq!(
+        first["notification"]["body"],
+        "Deploy 42 failed on main: see the log."
+    );
+    assert_eq!(first["webpush"]["fcm_options"]["link"], https);
+    assert_eq!(first["data"]["url"], https);
+    assert_eq!(second["webpush"], Value::Null, "{second}");
+    assert_eq!(second["data"]["url"], http);
     app.stop().await;
 }
 
@@ -229,6 +270,7 @@ async fn a_401_refreshes_the_token_once(kind: StoreKind) {
 }
 
 for_each_store!(
+    a_markdown_event_with_a_url_is_text_with_its_link,
     an_alert_key_is_the_collapse_key_and_tag,
     a_device_gets_each_event_once_with_one_cached_token,
     unregistered_deactivates_and_invalid_argument_rejects,

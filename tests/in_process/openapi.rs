@@ -378,11 +378,13 @@ async fn every_operation_has_a_python_client_sample_calling_a_real_method() {
 async fn every_api_operation_names_its_scope_and_documents_its_403() {
     let doc = document(&TestApp::spawn(StoreKind::Sqlite).await).await;
     let needs = |method: &str, path: &str| match (method, path) {
-        ("post", "/v1/events" | "/v1/identify") => Some("events:write"),
+        ("post", "/v1/events" | "/v1/identify" | "/v1/insights")
+        | ("patch", "/v1/insights")
+        | ("delete", "/v1/insights/{title}") => Some("events:write"),
         (
             "get",
-            "/v1/events" | "/v1/events/{id}" | "/v1/channels" | "/v1/users/{userId}" | "/v1/stream"
-            | "/v1/stats/events",
+            "/v1/events" | "/v1/events/{id}" | "/v1/channels" | "/v1/users" | "/v1/users/{userId}"
+            | "/v1/stream" | "/v1/stats/events" | "/v1/insights",
         ) => Some("events:read"),
         ("post", "/v1/devices")
         | ("patch", "/v1/devices/{id}")

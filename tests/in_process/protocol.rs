@@ -124,7 +124,7 @@ async fn unknown_ids_get_a_documented_404(kind: StoreKind) {
                 )
                 .bearer_auth(credential(&path, &key, &admin));
             if doc["paths"][&template][&method]["requestBody"].is_object() {
-                request = request.json(&sample_bodies(&template).0);
+                request = request.json(&sample_bodies(&method, &template).0);
             }
             let response = request.send().await.expect("request sent");
             let reply = Reply::of(response).await;
@@ -139,6 +139,7 @@ async fn unknown_ids_get_a_documented_404(kind: StoreKind) {
             "get /v1/events/{id}".into(),
             "get /v1/users/{userId}".into(),
             "delete /v1/devices/{id}".into(),
+            "delete /v1/insights/{title}".into(),
             "patch /admin/v1/organizations/{orgId}".into(),
             "get /admin/v1/organizations/{orgId}/projects".into(),
             "post /admin/v1/organizations/{orgId}/projects".into(),
@@ -161,7 +162,22 @@ async fn unknown_ids_get_a_documented_404(kind: StoreKind) {
 }
 
 /// A valid body for each operation that takes one, and a different one.
-fn sample_bodies(template: &str) -> (Value, Value) {
+fn sample_bodies(method: &str, template: &str) -> (Value, Value) {
+    match (method, template) {
+        ("post", "/v1/insights") => {
+            return (
+                json!({ "title": "a", "value": 1 }),
+                json!({ "title": "a", "value": 2 }),
+            );
+        }
+        ("patch", "/v1/insights") => {
+            return (
+                json!({ "title": "a", "value": { "$inc": 1 } }),
+                json!({ "title": "a", "value": { "$inc": 2 } }),
+            );
+        }
+        _ => {}
+    }
     match template {
         "/v1/events" => (
             json!({ "channelName": "c", "title": "first" }),
@@ -215,10 +231,13 @@ async fn every_status_an_operation_answers_is_documented(kind: StoreKind) {
         let takes_key = op["parameters"]
             .as_array()
             .is_some_and(|ps| ps.iter().any(|p| p["name"] == "Idempotency-Key"));
+        // An increment is not idempotent by itself either.
+        let increment = method == "patch" && template == "/v1/insights";
         assert_eq!(
             takes_key,
-            api && method == "post",
-            "{method} {template}: every POST under /v1 takes Idempotency-Key, nothing else does"
+            api && (method == "post" || increment),
+            "{method} {template}: every POST under /v1 and the increment take Idempotency-Key, \
+             nothing else does"
         );
         let (key, _) = app.new_key().await;
         let request = || {
@@ -239,7 +258,7 @@ async fn every_status_an_operation_answers_is_documented(kind: StoreKind) {
             expected.push((401, app.client.request(http_method.clone(), app.url(&path))));
         }
         if takes_body {
-            let (valid, _) = sample_bodies(&template);
+            let (valid, _) = sample_bodies(&method, &template);
             expected.push((400, request().json(&json!({ "unknown": true }))));
             expected.push((
                 415,
@@ -249,7 +268,7 @@ async fn every_status_an_operation_answers_is_documented(kind: StoreKind) {
             ));
         }
         if takes_key {
-            let (first, second) = sample_bodies(&template);
+            let (first, second) = sample_bodies(&method, &template);
             expected.push((
                 400,
                 request()
@@ -304,7 +323,7 @@ async fn every_status_an_operation_answers_is_documented(kind: StoreKind) {
                     .request(http_method.clone(), app.url(&path))
                     .bearer_auth(&limited);
                 if takes_body {
-                    builder = builder.json(&sample_bodies(&template).0);
+                    builder = builder.json(&sample_bodies(&method, &template).0);
                 }
                 // Kept unread: the first may be a stream that never ends.
                 responses.push(builder.send().await.expect("sent"));

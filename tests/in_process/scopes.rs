@@ -20,12 +20,13 @@ use uuid::Uuid;
 /// Every API operation and the scope it needs, as the issue lists them.
 /// Some are built on other branches; a refusal does not need the route to
 /// exist, and once it does, its success is checked too.
-const OPERATIONS: [(Method, &str, KeyScope); 11] = [
+const OPERATIONS: [(Method, &str, KeyScope); 12] = [
     (Method::POST, "/v1/events", KeyScope::EventsWrite),
     (Method::POST, "/v1/identify", KeyScope::EventsWrite),
     (Method::GET, "/v1/events", KeyScope::EventsRead),
     (Method::GET, "/v1/events/{id}", KeyScope::EventsRead),
     (Method::GET, "/v1/channels", KeyScope::EventsRead),
+    (Method::GET, "/v1/users", KeyScope::EventsRead),
     (Method::GET, "/v1/users/{userId}", KeyScope::EventsRead),
     (Method::GET, "/v1/stream", KeyScope::EventsRead),
     (Method::GET, "/v1/stats/events", KeyScope::EventsRead),

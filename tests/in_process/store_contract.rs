@@ -147,6 +147,148 @@ async fn identities_merge_properties_and_union_aliases(kind: StoreKind) {
     );
 }
 
+/// Users, by the rules of `common::store::user`: made and counted by the
+/// events that name them (an alias's for its user), merged when an alias
+/// names another, found by id or alias, and listed most recently seen
+/// first from a position, narrowed by text and by a property.
+async fn users_are_counted_merged_found_and_listed(kind: StoreKind) {
+    use common::store::{PropertyMatch, UserFilter, UserPosition};
+    let (store, _t) = open_store(kind).await;
+    let s = scope();
+    let t0 = common::time::now() - Age::hours(1);
+    let record = |user: &str, minutes: i64| {
+        let mut e = pending_event(&s);
+        e.user_id = Some(user.into());
+        e.created_at = t0 + Age::minutes(minutes);
+        e
+    };
+    for (user, minutes) in [
+        ("anon", 1),
+        ("ada", 5),
+        ("anon", 3),
+        ("grace", 4),
+        ("linus", 2),
+    ] {
+        store
+            .insert_event(&record(user, minutes))
+            .await
+            .expect("stored");
+    }
+    // Inserted again (a retried request): counted once.
+    let again = record("linus", 6);
+    store.insert_event(&again).await.expect("stored");
+    store.insert_event(&again).await.expect("found");
+    let props = |v: serde_json::Value| v.as_object().cloned().unwrap_or_default();
+    let t1 = t0 + Age::minutes(10);
+    let ada = store
+        .merge_identity(
+            &s,
+            "ada",
+            props(json!({ "plan": "pro", "seats": 3 })),
+            vec!["anon".into()],
+            t1,
+        )
+        .await
+        .expect("merged");
+    assert_eq!(
+        (ada.event_count, ada.first_seen_at, ada.last_seen_at),
+        (3, t0 + Age::minutes(1), t1),
+        "the anonymous id's events are ada's; identify counts as seen"
+    );
+    store
+        .insert_event(&record("anon", 7))
+        .await
+        .expect("stored");
+    let by_alias = store
+        .get_identity(&s, "anon")
+        .await
+        .expect("read")
+        .expect("there");
+    assert_eq!(
+        (by_alias.user_id.as_str(), by_alias.event_count),
+        ("ada", 4)
+    );
+    assert_eq!(by_alias.aliases, ["anon"]);
+    assert_eq!(store.get_identity(&s, "nobody").await.expect("read"), None);
+
+    let list = |filter: UserFilter, after: Option<UserPosition>, limit: u32| {
+        let (store, s) = (&store, &s);
+        async move {
+            store
+                .list_users(s, &filter, after, limit)
+                .await
+                .expect("listed")
+                .into_iter()
+                .map(|u| (u.user_id, u.event_count))
+                .collect::<Vec<_>>()
+        }
+    };
+    let all = || UserFilter::default();
+    let everyone = vec![
+        ("ada".to_owned(), 4),
+        ("linus".into(), 2),
+        ("grace".into(), 1),
+    ];
+    assert_eq!(list(all(), None, 10).await, everyone);
+    let first = store.list_users(&s, &all(), None, 1).await.expect("listed");
+    assert_eq!(
+        list(all(), Some(first[0].position()), 10).await,
+        everyone[1..]
+    );
+    let text = UserFilter {
+        text: Some("RAC".into()),
+        property: None,
+    };
+    assert_eq!(list(text, None, 10).await, [("grace".to_owned(), 1)]);
+    let alias = UserFilter {
+        text: Some("ano".into()),
+        property: None,
+    };
+    assert_eq!(list(alias, None, 10).await, [("ada".to_owned(), 4)]);
+    let property = |p: &str| UserFilter {
+        text: None,
+        property: PropertyMatch::parse(p),
+    };
+    assert_eq!(
+        list(property("seats:3"), None, 10).await,
+        [("ada".to_owned(), 4)]
+    );
+    assert_eq!(
+        list(property("plan:pro"), None, 10).await,
+        [("ada".to_owned(), 4)]
+    );
+    assert!(list(property("seats:three"), None, 10).await.is_empty());
+
+    // grace's own id becomes ada's alias: grace is merged in.
+    let merged = store
+        .merge_identity(&s, "anon", Map::new(), vec!["grace".into()], t1)
+        .await
+        .expect("merged");
+    assert_eq!((merged.user_id.as_str(), merged.event_count), ("ada", 5));
+    assert_eq!(merged.aliases, ["anon", "grace"]);
+    assert_eq!(
+        list(all(), None, 10).await,
+        [("ada".to_owned(), 5), ("linus".into(), 2)]
+    );
+    let timeline = store
+        .list_events(
+            &s,
+            &common::store::EventFilter {
+                user_id: Some("grace".into()),
+                ..Default::default()
+            },
+            None,
+            10,
+        )
+        .await
+        .expect("listed");
+    let users: Vec<&str> = timeline
+        .iter()
+        .filter_map(|e| e.user_id.as_deref())
+        .collect();
+    assert_eq!(users, ["anon", "ada", "grace", "anon", "anon"]);
+}
+
 async fn idempotency_claims_replay_and_mismatch(kind: StoreKind) {
     let (store, _t) = open_store(kind).await;
     let s = scope();
@@ -901,6 +1043,205 @@ async fn lose_the_outcome_copy(test: &TestConfig, s: &Scope, key: &str) {
     }
 }
 
+/// Insights: set and incremented by the same rules in every store (an
+/// integer stays one, a refusal writes nothing), listed in creation order,
+/// deleted, and every change (a deletion too) followed by time across
+/// scopes.
+async fn insights_are_set_incremented_listed_deleted_and_followed(kind: StoreKind) {
+    use common::store::{InsightNumber::*, InsightRefusal, InsightValue};
+    let (store, _t) = open_store(kind).await;
+    let s = scope();
+    let t0 = common::time::now();
+    let (first, created) = store
+        .set_insight(
+            &s,
+            "Revenue",
+            &InsightValue::Number(Integer(1999)),
+            Some("💰"),
+            t0,
+        )
+        .await
+        .expect("stored")
+        .expect("accepted");
+    assert!(created);
+    assert_eq!((first.created_at, first.updated_at), (t0, t0));
+    let t1 = t0 + Age::seconds(1);
+    let (added, created) = store
+        .increment_insight(&s, "Revenue", Integer(1), None, t1)
+        .await
+        .expect("stored")
+        .expect("accepted");
+    assert!(!created);
+    assert_eq!(
+        added.value,
+        InsightValue::Number(Integer(2000)),
+        "still an integer"
+    );
+    assert_eq!(added.icon.as_deref(), Some("💰"), "the icon stays");
+    assert_eq!((added.created_at, added.updated_at), (t0, t1));
+    let (float, _) = store
+        .increment_insight(&s, "Revenue", Float(0.5), None, t1)
+        .await
+        .expect("stored")
+        .expect("accepted");
+    assert_eq!(float.value, InsightValue::Number(Float(2000.5)));
+    let (fresh, created) = store
+        .increment_insight(&s, "Trials", Integer(3), Some("🧪"), t1)
+        .await
+        .expect("stored")
+        .expect("accepted");
+    assert!(created);
+    assert_eq!(fresh.value, InsightValue::Number(Integer(3)));
+    store
+        .set_insight(&s, "Status", &InsightValue::Text("green".into()), None, t1)
+        .await
+        .expect("stored")
+        .expect("accepted");
+    assert_eq!(
+        store
+            .increment_insight(&s, "Status", Integer(1), None, t1)
+            .await
+            .expect("answered"),
+        Err(InsightRefusal::NotANumber("a string"))
+    );
+    let max = common::store::insight::MAX_MAGNITUDE;
+    store
+        .set_insight(&s, "Big", &InsightValue::Number(Integer(max)), None, t1)
+        .await
+        .expect("stored")
+        .expect("accepted");
+    assert_eq!(
+        store
+            .increment_insight(&s, "Big", Integer(1), None, t1)
+            .await
+            .expect("answered"),
+        Err(InsightRefusal::OutOfRange)
+    );
+    let listed = store.list_insights(&s).await.expect("listed");
+    let summary: Vec<(&str, &InsightValue)> = listed
+        .iter()
+        .map(|i| (i.title.as_str(), &i.value))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("Revenue", &InsightValue::Number(Float(2000.5))),
+            ("Big", &InsightValue::Number(Integer(max))),
+            ("Status", &InsightValue::Text("green".into())),
+            ("Trials", &InsightValue::Number(Integer(3))),
+        ],
+        "creation order, then (created at the same time) by title; the refusals changed nothing"
+    );
+    assert!(
+        store
+            .list_insights(&scope())
+            .await
+            .expect("listed")
+            .is_empty()
+    );
+
+    // Every change since a time, across scopes, the deletion included.
+    let t2 = t1 + Age::seconds(1);
+    let other = scope();
+    store
+        .set_insight(&other, "Theirs", &InsightValue::Flag(true), None, t2)
+        .await
+        .expect("stored")
+        .expect("accepted");
+    assert!(
+        store
+            .delete_insight(&s, "Trials", t2)
+            .await
+            .expect("deleted")
+    );
+    assert!(
+        !store
+            .delete_insight(&s, "Trials", t2)
+            .await
+            .expect("answered")
+    );
+    let changed = store.insights_changed(t2, 100).await.expect("changes");
+    let ours: Vec<_> = changed
+        .iter()
+        .filter(|c| c.scope == s || c.scope == other)
+        .map(|c| {
+            (
+                c.scope.clone(),
+                c.title.as_str(),
+                c.changed_at,
+                c.insight.is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(ours.len(), 2, "{changed:?}");
+    assert!(
+        ours.contains(&(other.clone(), "Theirs", t2, true)),
+        "{ours:?}"
+    );
+    assert!(ours.contains(&(s.clone(), "Trials", t2, false)), "{ours:?}");
+    let before = store.insights_changed(t0, 100).await.expect("changes");
+    let trials: Vec<i64> = before
+        .iter()
+        .filter(|c| c.scope == s && c.title == "Trials")
+        .map(|c| c.version)
+        .collect();
+    assert_eq!(trials.len(), 1, "one row per insight, as it stands");
+    assert!(
+        before
+            .windows(2)
+            .all(|w| w[0].changed_at <= w[1].changed_at),
+        "oldest change first"
+    );
+    // Created again after its deletion: its version moves on.
+    let (again, created) = store
+        .increment_insight(&s, "Trials", Integer(1), None, t2)
+        .await
+        .expect("stored")
+        .expect("accepted");
+    assert!(created);
+    assert_eq!(again.value, InsightValue::Number(Integer(1)));
+    let now = store.insights_changed(t2, 100).await.expect("changes");
+    let version = now
+        .iter()
+        .find(|c| c.scope == s && c.title == "Trials")
+        .map(|c| c.version)
+        .expect("changed");
+    assert!(version > trials[0], "{version} after {}", trials[0]);
+}
+
+/// Increments from many tasks at once, through two handles on the same
+/// store as two processes would hold: none is lost.
+async fn concurrent_increments_through_two_handles_lose_none(kind: StoreKind) {
+    use common::store::{InsightNumber::Integer, InsightValue};
+    let (first, test) = open_store(kind).await;
+    let second = common::store::open(&test.store_config(), Duration::from_secs(10))
+        .await
+        .expect("a second handle");
+    let s = scope();
+    let tasks = (0..8).map(|n| {
+        let store = if n % 2 == 0 {
+            Arc::clone(&first)
+        } else {
+            Arc::clone(&second)
+        };
+        let s = s.clone();
+        tokio::spawn(async move {
+            for _ in 0..25 {
+                store
+                    .increment_insight(&s, "Hits", Integer(1), None, common::time::now())
+                    .await
+                    .expect("stored")
+                    .expect("accepted");
+            }
+        })
+    });
+    for task in futures::future::join_all(tasks).await {
+        task.expect("the task ran");
+    }
+    let listed = first.list_insights(&s).await.expect("listed");
+    assert_eq!(listed[0].value, InsightValue::Number(Integer(200)));
+}
+
 for_each_store!(
     an_event_inserted_with_its_outcome_makes_the_key_replay_it,
     deliveries_are_claimed_as_leases_fenced_and_given_up,
@@ -913,8 +1254,11 @@ for_each_store!(
     api_keys_are_found_by_hash_listed_and_revoked,
     api_key_scopes_round_trip,
     identities_merge_properties_and_union_aliases,
+    users_are_counted_merged_found_and_listed,
     idempotency_claims_replay_and_mismatch,
     expired_and_abandoned_claims_can_be_taken_over,
     concurrent_claims_have_exactly_one_winner,
     the_store_reopens_with_its_data,
+    insights_are_set_incremented_listed_deleted_and_followed,
+    concurrent_increments_through_two_handles_lose_none,
 );

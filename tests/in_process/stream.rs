@@ -315,6 +315,45 @@ async fn shutting_down_ends_open_streams(kind: StoreKind) {
     assert!(matches!(end, Ok(None)), "the stream ends cleanly: {end:?}");
 }
 
+/// An event recorded into the past (`timestamp`) is behind every open
+/// stream: it is not sent live, nor replayed on a resume from an event
+/// recorded after its time (docs/api.md, "History").
+async fn history_never_reaches_an_open_stream_nor_a_resume(kind: StoreKind) {
+    let app = TestApp::spawn(kind).await;
+    let key = busy_key(&app, &fresh_project()).await;
+    let first = post(&app, &key, "c", "first").await;
+    let mut stream = Sse::open(&app, &key, "", None).await;
+    let an_hour_ago = (chrono::Utc::now() - chrono::Duration::hours(1)).to_rfc3339();
+    let backfilled = Reply::of(
+        app.post_event(
+            &key,
+            &json!({ "channelName": "c", "title": "history", "timestamp": an_hour_ago }),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(backfilled.status, 201, "{}", backfilled.body);
+    let live = post(&app, &key, "c", "live").await;
+    assert_eq!(stream.event(WITHIN).await.expect("live")["id"], live["id"]);
+    assert_eq!(
+        stream.event(Duration::from_millis(600)).await,
+        None,
+        "nothing else"
+    );
+
+    let id = first["id"].as_str().expect("id");
+    let mut resumed = Sse::open(&app, &key, "", Some(id)).await;
+    assert_eq!(
+        resumed.event(WITHIN).await.expect("replayed")["id"],
+        live["id"]
+    );
+    assert_eq!(
+        resumed.event(Duration::from_millis(600)).await,
+        None,
+        "nothing else"
+    );
+}
+
 for_each_store!(
     shutting_down_ends_open_streams,
     an_event_posted_after_opening_arrives_within_a_second,
@@ -323,6 +362,7 @@ for_each_store!(
     a_resumed_stream_never_gets_what_came_before_its_last_event_id,
     events_recorded_by_another_replica_are_seen,
     quiet_streams_get_comments_and_open_streams_are_bounded_and_counted,
+    history_never_reaches_an_open_stream_nor_a_resume,
 );
 
 /// ST108: the published `text/event-stream` schema describes one message

@@ -114,7 +114,7 @@ async fn icons_must_be_exactly_one_emoji(kind: StoreKind) {
         assert_eq!(r.body["data"]["icon"], json!(icon));
     }
     let (other_key, other_scope) = app.new_key().await;
-    for icon in ["ab", "🚀🚀", ":rocket:", "", "a"] {
+    for icon in ["ab", "🚀🚀", ":no_such_emoji:", ":rocket", "", "a"] {
         let r = rejected(
             &app,
             &other_key,

@@ -2,7 +2,9 @@
 //! (tests/push_service.rs) that verifies each message's VAPID signature and
 //! decrypts it with the subscription's own keys; registration and send-time
 //! endpoint refusals; FCM devices stored and listed; the provider of each
-//! delivery; an event's priority as the push services see it.
+//! delivery; an event's priority as the push services see it; a markdown
+//! description as plain text and the event's `url`, in the browser's
+//! payload and in the iPhone's.
 
 use std::{sync::Arc, time::Duration};
 
@@ -452,6 +454,69 @@ async fn the_priority_reaches_web_push_and_apns(kind: StoreKind) {
     app.stop().await;
 }
 
+/// An event written in markdown with a `url` reaches the browser, once the
+/// push service has decrypted it, with its description as plain text and
+/// the `url` a click opens; and the iPhone with the same text and the
+/// `url` as custom data beside `eventId`. An event without one carries
+/// none.
+async fn a_markdown_event_with_a_url_reaches_web_push_and_apns_as_text_with_its_link(
+    kind: StoreKind,
+) {
+    let Both {
+        service,
+        apns,
+        app,
+        key,
+        endpoint,
+        ..
+    } = browser_and_recorded_apns(kind).await;
+    let iphone = "ef".repeat(32);
+    let device = json!({ "token": iphone, "environment": "sandbox" });
+    assert_eq!(app.post("/v1/devices", &key, &device).await.status(), 201);
+    let url = "https://ci.example.com/runs/42?tab=log";
+    let body = json!({
+        "channelName": "deploys",
+        "title": "Deploy 42 failed",
+        "description": "**Deploy 42** failed on `main`:\n\n- eu\n- [us](https://ci.example.com/us)",
+        "parser": "markdown",
+        "url": url,
+    });
+    let id = app.record_event(&key, &body).await;
+    app.settled(&key, &id, "delivered").await;
+    let plain = "Deploy 42 failed on main:\n• eu\n• us";
+
+    let received = service.received(&endpoint);
+    let message = received
+        .iter()
+        .find(|m| m.payload["eventId"] == id.as_str())
+        .expect("the browser got the event");
+    assert_eq!(message.payload["body"], plain, "{}", message.payload);
+    assert_eq!(message.payload["url"], url);
+
+    let push = apns
+        .delivered_to(&iphone)
+        .into_iter()
+        .find(|p| p.alert.event_id.to_string() == id)
+        .expect("the iPhone's push");
+    let rendered =
+        notifier::push::apns::render(&push.alert, "com.example.tocsin").expect("renders");
+    assert_eq!(rendered.payload["aps"]["alert"]["body"], plain);
+    assert_eq!(rendered.payload["url"], url);
+    assert_eq!(rendered.payload["eventId"], id.as_str());
+
+    let without = event(&app, &key).await;
+    app.settled(&key, &without, "delivered").await;
+    let received = service.received(&endpoint);
+    let message = received
+        .iter()
+        .find(|m| m.payload["eventId"] == without.as_str())
+        .expect("the browser got the event");
+    assert_eq!(message.payload["url"], Value::Null);
+    assert_eq!(message.payload["body"], "Card declined", "text as written");
+    assert!(service.faults().is_empty(), "{:?}", service.faults());
+    app.stop().await;
+}
+
 /// `alertKey`: two events of the project with the same key reach the push
 /// service with the same `Topic` and the browser with the same notification
 /// `tag`, and Apple with the same `apns-collapse-id`; an event without one
@@ -567,6 +632,7 @@ for_each_store!(
     endpoints_are_checked_again_at_send,
     fcm_devices_are_stored_listed_and_logged,
     the_priority_reaches_web_push_and_apns,
+    a_markdown_event_with_a_url_reaches_web_push_and_apns_as_text_with_its_link,
     an_alert_key_replaces_the_earlier_alert_on_web_push_and_apns,
     the_webpush_key_is_404_when_not_configured,
 );

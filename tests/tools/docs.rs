@@ -212,6 +212,8 @@ async fn every_sample_body_the_docs_page_sends_is_accepted() {
             // device's rules, sent to a device the test registers.
             let (method, path) = match (method.as_str(), path.as_str()) {
                 ("post", _) => (reqwest::Method::POST, path.clone()),
+                // An increment names its insight in the body.
+                ("patch", "/v1/insights") => (reqwest::Method::PATCH, path.clone()),
                 ("patch", "/v1/devices/{id}") => {
                     let device = json!({ "token": "ef".repeat(32), "environment": "sandbox" });
                     let registered = Reply::of(app.post("/v1/devices", &key, &device).await).await;

@@ -7,8 +7,11 @@
 //! encrypted, and the service worker shows it as a notification; "Stop
 //! notifications" removes the device; a key without `devices:write` is
 //! told so; the button is not offered without a VAPID key, nor on an
-//! iPhone outside a Home Screen app. (The device's alert settings on the
-//! page, and the worker's tags and digests: feed_rules.rs.)
+//! iPhone outside a Home Screen app. What a click on an alert opens (the
+//! event's link, or the feed) is the worker's own handler run against a
+//! stood-in Clients API ([`a_click_opens_the_events_link_or_else_the_feed`]
+//! says why). (The device's alert settings on the page, and the worker's
+//! tags and digests: feed_rules.rs.)
 //!
 //! The one stand-in: headless Chromium cannot reach a browser vendor's push
 //! service from here (and must not: tests send traffic only to loopback),
@@ -251,12 +254,14 @@ async fn notify_me_registers_this_browser_and_its_worker_shows_the_alert() {
     assert_eq!(remembered["endpoint"], endpoint.as_str());
 
     // A real event reaches the push service, signed and encrypted for the
-    // subscription the page registered.
+    // subscription the page registered: its markdown as plain text, its link.
+    let link = "https://shop.example.com/orders/42";
     let posted = Reply::of(
         app.post_event(
             &key,
             &json!({ "channelName": "payments", "title": "Payment failed", "icon": "💸",
-                "description": "Card declined", "notify": true }),
+                "description": "**Card** declined", "parser": "markdown", "url": link,
+                "notify": true }),
         )
         .await,
     )
@@ -276,6 +281,7 @@ async fn notify_me_registers_this_browser_and_its_worker_shows_the_alert() {
     )
     .await;
     assert_eq!(received["eventId"], event_id.as_str());
+    assert_eq!(received["url"], link);
     assert!(service.faults().is_empty(), "{:?}", service.faults());
 
     // What the push service decrypted, delivered to the page's worker.
@@ -296,7 +302,7 @@ async fn notify_me_registers_this_browser_and_its_worker_shows_the_alert() {
         let shown = browser
             .script(
                 "return navigator.serviceWorker.ready.then((r) => r.getNotifications()).then((ns) =>\
-                   ns.map((n) => ({ title: n.title, body: n.body, tag: n.tag, icon: n.icon })));",
+                   ns.map((n) => ({ title: n.title, body: n.body, tag: n.tag, icon: n.icon, data: n.data })));",
             )
             .await;
         let shown: Vec<Value> = serde_json::from_value(shown).map_err(|e| e.to_string())?;
@@ -312,6 +318,11 @@ async fn notify_me_registers_this_browser_and_its_worker_shows_the_alert() {
     assert_eq!(shown["title"], "💸 Payment failed", "{shown}");
     assert_eq!(shown["body"], "Card declined\n#payments", "{shown}");
     assert_eq!(shown["tag"], event_id.as_str(), "{shown}");
+    assert_eq!(
+        shown["data"],
+        json!({ "eventId": event_id, "summaryId": null, "channel": "payments", "url": link }),
+        "what a click opens"
+    );
     let icon = shown["icon"].as_str().expect("an icon");
     let icon = icon.strip_prefix(origin).expect("this server's");
     assert!(icon.starts_with("/feed/icon-192."), "{icon}");
@@ -417,6 +428,157 @@ async fn the_feed_installs_as_a_web_app_and_offers_no_alerts_without_a_vapid_key
             .expect("the icon fetched");
         assert_eq!(decoded, json!(sizes), "{src}");
     }
+    browser.close().await;
+    app.stop().await;
+}
+
+/// Runs sw.js's own `push` and `notificationclick` handlers in a page of
+/// the feed's origin (where `self` is the window), with the Clients API
+/// and the registration stood in by ones that record what they are asked
+/// (`open`, `focus`, `navigate`, `post`, `show`), and answers, for each case
+/// (`{event, data, windows}`: the event's type, the push's payload or the
+/// clicked notification's data, the URLs of the windows open), what was
+/// asked.
+const WORKER_CASES: &str = r#"
+const [cases, done] = arguments;
+const calls = [];
+let windows = [];
+const client = (url) => ({
+  url,
+  focus: async () => { calls.push(['focus', url]); },
+  navigate: async (to) => { calls.push(['navigate', to]); return client(to); },
+  postMessage: (message) => { calls.push(['post', message]); },
+});
+window.clients = {
+  matchAll: async () => windows,
+  openWindow: async (url) => { calls.push(['open', url]); return null; },
+};
+window.registration = {
+  getNotifications: async () => [],
+  showNotification: async (title, options) => { calls.push(['show', options.data]); },
+};
+const run = async () => {
+  await new Promise((loaded, failed) => {
+    const script = document.createElement('script');
+    script.src = '/sw.js';
+    script.onload = loaded;
+    script.onerror = () => failed(new Error('sw.js did not load'));
+    (document.head || document.documentElement).appendChild(script);
+  });
+  const results = [];
+  for (const c of cases) {
+    calls.length = 0;
+    windows = c.windows.map(client);
+    const event = new Event(c.event);
+    let pending = null;
+    event.waitUntil = (promise) => { pending = promise; };
+    if (c.event === 'push') event.data = { json: () => c.data, text: () => JSON.stringify(c.data) };
+    else event.notification = { data: c.data, close: () => calls.push(['close']) };
+    self.dispatchEvent(event);
+    await pending;
+    results.push(calls.slice());
+  }
+  return results;
+};
+run().then(done, (e) => done(String(e)));
+"#;
+
+/// What a click on an alert opens: the event's `url` when it is http(s)
+/// (checked by the worker too: a `javascript:` or `data:` URL is ignored),
+/// else the feed at the event, or at a summary's channel; an open window is
+/// focused rather than another opened (the feed, told which event to show
+/// or sent to a link into it; a page of this origin at that very URL). And
+/// the worker keeps in a notification's data only an http(s) `url`.
+///
+/// Headless Chromium shows the worker's notifications but cannot click one
+/// (no WebDriver or DevTools command does), and a click made up inside the
+/// worker is not a user's, so Chromium would refuse it the window it opens
+/// or focuses. So the worker's script runs in a page of its origin, with
+/// the Clients API stood in; the handlers, and the choice of URL, are the
+/// ones the worker runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_opens_the_events_link_or_else_the_feed() {
+    let app = TestApp::spawn(StoreKind::Sqlite).await;
+    // The worker's script as a document: this origin, and no page script.
+    let browser = Browser::opened_at(&app.url("/sw.js")).await;
+    let origin = app.url("");
+    let origin = origin.trim_end_matches('/');
+    let feed = format!("{origin}/");
+    let click = |data: Value, windows: Vec<String>| json!({ "event": "notificationclick", "data": data, "windows": windows });
+    let push = |url: &str| {
+        json!({ "event": "push", "windows": [],
+            "data": { "title": "Deploy 42", "eventId": "e1", "channel": "deploys", "url": url } })
+    };
+    let external = "https://ci.example.com/runs/42?tab=log";
+    let cases = vec![
+        // The event's link, whatever is open.
+        click(
+            json!({ "eventId": "e1", "channel": "deploys", "url": external }),
+            vec![feed.clone()],
+        ),
+        click(
+            json!({ "eventId": "e1", "url": "http://intranet.example/runs/42" }),
+            vec![],
+        ),
+        // Not http(s): the feed at the event, as without a link.
+        click(
+            json!({ "eventId": "e1", "url": "javascript:alert(1)" }),
+            vec![],
+        ),
+        click(
+            json!({ "eventId": "e1", "url": "data:text/html,<script>alert(1)</script>" }),
+            vec![feed.clone()],
+        ),
+        // A link into the feed: the open feed goes there.
+        click(
+            json!({ "eventId": "e1", "url": format!("{origin}/#channel=deploys") }),
+            vec![format!("{origin}/#event=older")],
+        ),
+        // A page of this origin already open at the link: focused.
+        click(
+            json!({ "eventId": "e1", "url": format!("{origin}/dashboard") }),
+            vec![feed.clone(), format!("{origin}/dashboard")],
+        ),
+        // No link: the feed, opened at the event or the summary's channel.
+        click(json!({ "eventId": "e1", "channel": "deploys" }), vec![]),
+        click(
+            json!({ "eventId": null, "summaryId": "s1", "channel": "disks" }),
+            vec![],
+        ),
+        push(external),
+        push("javascript:alert(1)"),
+    ];
+    let results = browser
+        .client
+        .execute_async(WORKER_CASES, vec![json!(cases)])
+        .await
+        .expect("the cases run");
+    let shown = |url: Option<&str>| {
+        let mut data = json!({ "eventId": "e1", "summaryId": null, "channel": "deploys" });
+        if let Some(url) = url {
+            data["url"] = json!(url);
+        }
+        json!([["show", data]])
+    };
+    assert_eq!(
+        results,
+        json!([
+            [["close"], ["open", external]],
+            [["close"], ["open", "http://intranet.example/runs/42"]],
+            [["close"], ["open", format!("{origin}/#event=e1")]],
+            [["close"], ["focus", feed], ["post", { "type": "tocsin:event", "eventId": "e1" }]],
+            [
+                ["close"],
+                ["navigate", format!("{origin}/#channel=deploys")],
+                ["focus", format!("{origin}/#channel=deploys")]
+            ],
+            [["close"], ["focus", format!("{origin}/dashboard")]],
+            [["close"], ["open", format!("{origin}/#event=e1")]],
+            [["close"], ["open", format!("{origin}/#channel=disks")]],
+            shown(Some(external)),
+            shown(None),
+        ])
+    );
     browser.close().await;
     app.stop().await;
 }

@@ -49,10 +49,28 @@ include-operation-id = "updateDevice"
 [operations.checks.positive_data_acceptance]
 expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]
 
+# Two rules of an event the document leaves to the service: a backfilled
+# event's `timestamp` must be in the past and within retention (rules of
+# the clock), and its `url` must be a URL a browser can open, host and all
+# (the pattern checks the scheme). Each is a 400 at its field.
+[[operations]]
+include-operation-id = "createEvent"
+[operations.checks.positive_data_acceptance]
+expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]
+
 # A destination's URL, like a subscription's endpoint, must be https to a
 # public address (or an allowed host): a rule over the network. And its
 # settings are of its own kind, which a PATCH's `settings` (any kind's
 # shape) cannot state.
+# An increment the schema allows is refused when the insight's value is not
+# a number (a string or a boolean set earlier), or when the sum would leave
+# the range a value may hold: a 400 at ["value"] or ["value", "$inc"], from
+# the state of the insight, which no schema of the request can state.
+[[operations]]
+include-operation-id = "incrementInsight"
+[operations.checks.positive_data_acceptance]
+expected-statuses = ["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]
+
 [[operations]]
 include-operation-id = "adminCreateDestination"
 [operations.checks.positive_data_acceptance]

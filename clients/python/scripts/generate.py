@@ -46,6 +46,18 @@ MODELS = {
     "WebPushKey": "WebPushKey",
     "QuietHoursOut": "QuietHours",
     "BurstRule": "BurstRule",
+    "UserOut": "User",
+    "UserPage": "UserList",
+    "InsightOut": "Insight",
+    "InsightList": "InsightList",
+    "DeletedInsight": "InsightDeleted",
+}
+
+#: Schemas that are one of several result schemas (`oneOf` of references),
+#: and their public names: a `Union` of the members' dataclasses. The
+#: stream's message data is one (an event, an insight, a deleted insight).
+UNIONS = {
+    "StreamMessage": "StreamMessage",
 }
 
 #: String enums and their public names (others keep the schema's name).
@@ -57,6 +69,7 @@ ENUMS = {
     "Environment": "DeviceEnvironment",
     "DeviceKindOut": "DeviceKind",
     "BucketIn": "StatsBucketSize",
+    "EventParser": "EventParser",
 }
 
 #: Objects a caller passes inside a request, as TypedDicts in the API's names
@@ -69,6 +82,11 @@ INPUTS = {
     "QuietHoursIn": "QuietHoursParam",
     "BurstRule": "BurstRuleParam",
 }
+
+#: Request shapes the client builds from its own arguments, so a caller
+#: never writes them: an increment's `{"$inc": by}` (`insights.increment`
+#: takes `by`; `$inc` could not be a TypedDict's field name anyway).
+BUILT = {"Increment"}
 
 #: Keys that say something about a schema without constraining it.
 ANNOTATIONS = {"description", "title", "examples", "example", "default", "deprecated"}
@@ -108,6 +126,7 @@ class Generator:
         self.used_models: Set[str] = set()
         self.used_enums: Set[str] = set()
         self.used_inputs: Set[str] = set()
+        self.used_unions: Set[str] = set()
 
     # ------------------------------------------------------------ schemas
 
@@ -137,6 +156,16 @@ class Generator:
     def is_enum(self, name: str) -> bool:
         return "enum" in self.schemas[name] and self.schemas[name].get("type") == "string"
 
+    @staticmethod
+    def alternatives(schema: Dict[str, Any]) -> List[Dict[str, Any]]:
+        """The branches of a `oneOf`/`anyOf` of several schemas (null left
+        out): a value that is one of several types. Empty for anything else."""
+        for key in ("oneOf", "anyOf"):
+            parts = [p for p in schema.get(key, []) if p.get("type") != "null"]
+            if len(parts) > 1:
+                return parts
+        return []
+
     def py_type(self, schema: Dict[str, Any], side: str) -> str:
         """The annotation of a value of `schema` (`side`: "out" for results,
         "in" for request shapes), without Optional."""
@@ -145,6 +174,13 @@ class Generator:
             if self.is_enum(name):
                 self.used_enums.add(name)
                 return ENUMS.get(name, name)
+            if side == "out" and name in UNIONS:
+                self.used_unions.add(name)
+                for member in self.alternatives(self.schemas[name]):
+                    self.py_type(member, side)  # records the members
+                return UNIONS[name]
+            if side == "in" and name in BUILT:
+                return "Dict[str, Any]"
             table = MODELS if side == "out" else INPUTS
             if name not in table:
                 raise SystemExit(
@@ -153,6 +189,14 @@ class Generator:
                 )
             (self.used_models if side == "out" else self.used_inputs).add(name)
             return table[name]
+        alternatives = self.alternatives(schema)
+        if alternatives:
+            types = []
+            for part in alternatives:
+                text = self.py_type(part, side)
+                if text not in types:
+                    types.append(text)
+            return f"Union[{', '.join(types)}]"
         kind = schema.get("type")
         if isinstance(kind, list):
             kind = next((k for k in kind if k != "null"), None)
@@ -175,8 +219,12 @@ class Generator:
     def reader(self, schema: Dict[str, Any], expr: str, depth: int = 0) -> str:
         """The expression that turns the JSON value `expr` into the field's type."""
         name = self.ref_name(schema)
+        if name is not None and name in UNIONS:
+            raise SystemExit(f"a field of type {name} needs a reader: teach scripts/generate.py")
         if name is not None and not self.is_enum(name):
             return f"{MODELS[name]}.from_json({expr})"
+        if self.alternatives(schema):
+            return expr  # JSON scalars (string, number, boolean): read as they are
         kind = schema.get("type")
         if isinstance(kind, list):
             kind = next((k for k in kind if k != "null"), None)
@@ -311,6 +359,9 @@ class Generator:
                     if param["in"] == "query":
                         self.py_type(param.get("schema", {}), "in")  # records its enums
                 path_params = [p["name"] for p in params if p["in"] == "path"]
+                keyed = any(
+                    p["in"] == "header" and p["name"].lower() == "idempotency-key" for p in params
+                )
                 body, required = self.body_fields(op)
                 rows.append(
                     f"    {op_id!r}: Operation(\n"
@@ -320,6 +371,7 @@ class Generator:
                     f"        query={query!r},\n"
                     f"        body={body!r},\n"
                     f"        required_body={tuple(required)!r},\n"
+                    f"        idempotency_key={keyed!r},\n"
                     f"        result={self.result(op_id, op)!r},\n"
                     "    ),"
                 )
@@ -351,9 +403,17 @@ class Generator:
         # Dataclasses refer to each other by name; the annotations are strings
         # (`from __future__ import annotations`), and from_json runs only after
         # the module is loaded, so the order does not matter.
+        unions = []
+        for name in sorted(self.used_unions):
+            members = ", ".join(
+                self.py_type(member, "out") for member in self.alternatives(self.schemas[name])
+            )
+            doc = self.describe(self.schemas[name], f"Schema `{name}`.")
+            comment = "\n".join(f"#: {line}".rstrip() for line in doc.splitlines())
+            unions.append(f"{comment}\n{UNIONS[name]} = Union[{members}]")
         public = sorted(
             [MODELS[n] for n in done] + [INPUTS[n] for n in inputs_done]
-            + [ENUMS.get(n, n) for n in self.used_enums]
+            + [ENUMS.get(n, n) for n in self.used_enums] + [UNIONS[n] for n in self.used_unions]
         )
         parts = [
             BANNER,
@@ -361,7 +421,18 @@ class Generator:
             "",
             "from dataclasses import dataclass",
             "from datetime import datetime",
-            "from typing import Any, Dict, List, Literal, Mapping, NamedTuple, Optional, Tuple, TypedDict",
+            "from typing import (",
+            "    Any,",
+            "    Dict,",
+            "    List,",
+            "    Literal,",
+            "    Mapping,",
+            "    NamedTuple,",
+            "    Optional,",
+            "    Tuple,",
+            "    TypedDict,",
+            "    Union,",
+            ")",
             "",
             "from ._datetime import parse_datetime",
             "",
@@ -375,6 +446,9 @@ class Generator:
             "\n\n\n".join(bodies + inputs),
             "",
             "",
+            # After the dataclasses: a Union alias is evaluated when the
+            # module loads, unlike the annotations.
+            *(["\n\n".join(unions), "", ""] if unions else []),
             "class Operation(NamedTuple):",
             '    """One public /v1 operation: what its method sends, in Python and wire names."""',
             "",
@@ -388,6 +462,9 @@ class Generator:
             "    body: Dict[str, str]",
             "    #: The body fields the call cannot do without (Python names).",
             "    required_body: Tuple[str, ...]",
+            "    #: It takes an Idempotency-Key: a write that is not idempotent by",
+            "    #: itself (every POST, and an insight's increment).",
+            "    idempotency_key: bool",
             "    #: The type of the result's `data` (of each item, for a stream).",
             "    result: str",
             "",

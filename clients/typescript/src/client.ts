@@ -11,7 +11,9 @@ import type { RateLimit } from "./rate-limit.js";
 import { Channels } from "./resources/channels.js";
 import { Devices } from "./resources/devices.js";
 import { Events } from "./resources/events.js";
+import { Insights } from "./resources/insights.js";
 import { Stats } from "./resources/stats.js";
+import { liveStream, type LiveStream, type StreamOptions } from "./resources/stream.js";
 import { Users } from "./resources/users.js";
 import {
   errorFromResponse,
@@ -23,7 +25,7 @@ import {
 import { isRetryableStatus, retryDelay } from "./retry.js";
 import type { SseMessage } from "./sse/parser.js";
 import { readEventStream } from "./sse/stream.js";
-import type { IdentifyParams, Identity } from "./types.js";
+import type { EventStreamParams, IdentifyParams, Identity } from "./types.js";
 import { VERSION } from "./version.js";
 
 export const DEFAULT_BASE_URL = "http://127.0.0.1:8080";
@@ -103,7 +105,7 @@ export interface RequestOptions {
   headers?: RequestHeaders;
 }
 
-/** Settings of one POST. */
+/** Settings of one POST (or of `insights.increment`, the one PATCH that is not idempotent by itself). */
 export interface PostRequestOptions extends RequestOptions {
   /**
    * Makes the call safe to repeat: the service stores the first response for
@@ -143,6 +145,12 @@ export interface RequestSpec<T = any> {
   path: string;
   /** Sent as JSON. */
   body?: unknown;
+  /**
+   * The call is not idempotent by itself, so a retry must carry an
+   * `Idempotency-Key` (the caller's, or one generated for the call when
+   * retries are on). Default: true for POST, false for the other methods.
+   */
+  needsIdempotencyKey?: boolean;
   /**
    * What a disabled client answers instead (it may throw, as a lookup of
    * something that does not exist does). Without it, a disabled client
@@ -265,8 +273,10 @@ export class Tocsin {
   readonly devices: Devices;
   /** `GET /v1/channels`. */
   readonly channels: Channels;
-  /** `GET /v1/users/{userId}`. */
+  /** `GET /v1/users`, `GET /v1/users/{userId}`. */
   readonly users: Users;
+  /** `POST /v1/insights`, `PATCH /v1/insights`, `GET /v1/insights`, `DELETE /v1/insights/{title}`. */
+  readonly insights: Insights;
   /** `GET /v1/stats/events`. */
   readonly stats: Stats;
 
@@ -329,6 +339,7 @@ export class Tocsin {
     this.devices = new Devices(this);
     this.channels = new Channels(this);
     this.users = new Users(this);
+    this.insights = new Insights(this);
     this.stats = new Stats(this);
   }
 
@@ -346,6 +357,29 @@ export class Tocsin {
   }
 
   /**
+   * `GET /v1/stream`: every message of the project's live stream from now
+   * on — events as they are recorded, and its insights as they are set,
+   * incremented or deleted — over Server-Sent Events, reconnecting like
+   * `events.stream` (which yields the events alone). `message.type` tells
+   * the kinds apart and narrows `message.data`:
+   *
+   * ```ts
+   * for await (const message of tocsin.stream({ signal })) {
+   *   if (message.type === "event") console.log(message.data.title);
+   *   else if (message.type === "insight") console.log(message.data.title, message.data.value);
+   *   else console.log(`${message.data.title} deleted`); // "insight-deleted"
+   * }
+   * ```
+   *
+   * `channel` narrows the events only: every insight change arrives. Insight
+   * messages are not replayed after a reconnection or with `lastEventId`;
+   * `insights.list` has them as they stand.
+   */
+  stream(params: EventStreamParams = {}, options: StreamOptions = {}): LiveStream {
+    return liveStream(this, params, options);
+  }
+
+  /**
    * Sends one call through the shared request loop. The resource methods use
    * it; it is public for endpoints this version does not wrap yet. A disabled
    * client answers with `spec.offline()`, or rejects when there is none.
@@ -354,7 +388,8 @@ export class Tocsin {
     const { timeout, maxRetries } = this.#callSettings(options);
     const { signal } = options;
     const body = spec.body === undefined ? undefined : JSON.stringify(spec.body);
-    const headers = this.#headers(spec.method, options, maxRetries, body !== undefined);
+    const needsKey = spec.needsIdempotencyKey ?? spec.method === "POST";
+    const headers = this.#headers(needsKey, options, maxRetries, body !== undefined);
     throwIfAborted(signal);
     if (this.disabled) {
       if (!spec.offline) {
@@ -381,7 +416,7 @@ export class Tocsin {
   streamMessages(path: string, options: MessageStreamOptions): MessageStream {
     const { timeout, maxRetries } = this.#callSettings(options);
     const idleTimeout = checkTimeout(options.idleTimeout, "idleTimeout");
-    const headers = this.#headers("GET", options, maxRetries, false, { Accept: "text/event-stream" });
+    const headers = this.#headers(false, options, maxRetries, false, { Accept: "text/event-stream" });
     let lastEventId = options.lastEventId;
     if (this.disabled) {
       // Like a stream of a project where nothing happens: no events, open until stopped.
@@ -447,7 +482,7 @@ export class Tocsin {
    * `defaultHeaders`, then the call's `headers`.
    */
   #headers(
-    method: RequestSpec["method"],
+    needsKey: boolean,
     options: PostRequestOptions,
     maxRetries: number,
     hasBody: boolean,
@@ -464,9 +499,10 @@ export class Tocsin {
     for (const [name, value] of Object.entries(own)) setHeader(headers, name, value);
 
     let key = options.idempotencyKey;
-    // A POST that may be retried must carry a key, or a retry after a lost
-    // response would create a second event. No retries, no need.
-    if (key === undefined && method === "POST" && maxRetries > 0) {
+    // A POST (or another call that is not idempotent) that may be retried
+    // must carry a key, or a retry after a lost response would create a
+    // second event, or add an increment twice. No retries, no need.
+    if (key === undefined && needsKey && maxRetries > 0) {
       key = generateIdempotencyKey();
     }
     if (key !== undefined) headers["Idempotency-Key"] = key;

@@ -15,6 +15,8 @@ import type {
   EventCreateParams,
   IdentifyParams,
   Identity,
+  Insight,
+  InsightValue,
   QuietHours,
   QuietHoursParams,
   TocsinEvent,
@@ -25,8 +27,15 @@ export function notSent<T>(data: T): TocsinResponse<T> {
   return { data, requestId: "", wasReplayed: false, rateLimit: null, statusCode: 0, sent: false };
 }
 
-/** The event `events.create` would have recorded; `notification.state` is "skipped": nothing is pushed. */
+/**
+ * The event `events.create` would have recorded; `notification.state` is
+ * "skipped": nothing is pushed. An event given a `timestamp` is recorded at
+ * that time, with `notify: false`, as the service does. What only the
+ * service does is left as sent: an icon's shortcode stays the shortcode, and
+ * a markdown description has no `descriptionHtml` (null).
+ */
 export function offlineEvent(params: EventCreateParams, now: Date = new Date()): TocsinEvent {
+  const at = params.timestamp === undefined ? now : offlineInstant(params.timestamp);
   return {
     id: randomUuid(),
     channelName: params.channelName,
@@ -36,13 +45,32 @@ export function offlineEvent(params: EventCreateParams, now: Date = new Date()):
     tags: params.tags ?? [],
     metadata: params.metadata ?? {},
     userId: params.userId ?? null,
-    notify: params.notify ?? true,
+    notify: params.timestamp === undefined ? (params.notify ?? true) : false,
     source: params.source ?? null,
     priority: params.priority ?? "normal",
     alertKey: params.alertKey ?? null,
-    createdAt: now.toISOString(),
+    parser: params.parser ?? "text",
+    descriptionHtml: null,
+    url: params.url ?? null,
+    createdAt: at === null ? String(params.timestamp) : at.toISOString(),
     notification: { state: "skipped" },
   };
+}
+
+/** A `timestamp` as a Date (Unix seconds, or a string Date can read), or null when it cannot be read. */
+function offlineInstant(timestamp: Date | string | number): Date | null {
+  const date = typeof timestamp === "number" ? new Date(timestamp * 1000) : new Date(timestamp);
+  return Number.isNaN(date.getTime()) ? null : date;
+}
+
+/**
+ * The insight `insights.set` or `insights.increment` would have stored in a
+ * project that has none yet: created holding `value` (an increment's
+ * amount), with the icon given, or none.
+ */
+export function offlineInsight(title: string, value: InsightValue, icon: string | undefined, now: Date = new Date()): Insight {
+  const at = now.toISOString();
+  return { title, value, icon: icon ?? null, createdAt: at, updatedAt: at };
 }
 
 /** The identity `identify` would have stored for a user seen for the first time. */
@@ -54,6 +82,10 @@ export function offlineIdentity(params: IdentifyParams, now: Date = new Date()):
     aliases: params.aliases ?? [],
     createdAt: at,
     updatedAt: at,
+    // Identify counts as seen, not as an event.
+    firstSeenAt: at,
+    lastSeenAt: at,
+    eventCount: 0,
   };
 }
 

@@ -45,9 +45,11 @@ export {
   type EventStream,
   type StreamOptions,
 } from "./resources/events.js";
+export type { LiveStream } from "./resources/stream.js";
 export type { Devices } from "./resources/devices.js";
 export type { Channels } from "./resources/channels.js";
 export type { Users } from "./resources/users.js";
+export type { Insights, InsightOptions } from "./resources/insights.js";
 export type { Stats } from "./resources/stats.js";
 export type { Instant } from "./resources/query.js";
 export type {
@@ -67,6 +69,8 @@ export type {
   DeviceKind,
   ErrorEnvelope,
   EventCreateParams,
+  EventMessage,
+  EventParser,
   EventPriority,
   EventList,
   EventListParams,
@@ -75,6 +79,14 @@ export type {
   EventStreamParams,
   IdentifyParams,
   Identity,
+  Insight,
+  InsightDeleted,
+  InsightDeletedMessage,
+  InsightIncrementParams,
+  InsightList,
+  InsightMessage,
+  InsightSetParams,
+  InsightValue,
   JsonObject,
   JsonValue,
   Notification,
@@ -85,7 +97,11 @@ export type {
   QuietHoursParams,
   StatsBucket,
   StatsBucketSize,
+  StreamMessage,
   SuccessEnvelope,
   TocsinEvent,
+  User,
+  UserList,
+  UserListParams,
   ValidationErrorDetail,
 } from "./types.js";

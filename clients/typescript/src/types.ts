@@ -17,10 +17,11 @@
 // Each narrowing is constrained by the generated type, so if the service
 // changes such a field the build fails instead of hiding the change.
 //
-// Query parameters (`events.list`, `stats.events`, `events.stream`) come
-// from the routes' declared parameters. Their one widening: the timestamps
-// `since` and `until`, strings in the document, also take a Date, which the
-// client sends as RFC 3339.
+// Query parameters (`events.list`, `users.list`, `stats.events`,
+// `events.stream`) come from the routes' declared parameters. The one
+// widening: the timestamps `since` and `until` of the query, strings in the
+// document, and an event's `timestamp` (an RFC 3339 string or Unix seconds)
+// also take a Date, which the client sends as RFC 3339.
 //
 // The public names are interfaces extending the derived types, not aliases of
 // them: compiler errors and editors then say `EventCreateParams` instead of
@@ -59,10 +60,25 @@ type WithLiteral<S, K extends keyof S, V extends S[K]> = {
   [P in keyof S]: P extends K ? V : S[P];
 };
 
+/** `S` with the fields `K` also taking a Date (sent as RFC 3339); optional fields stay optional. */
+type WithDates<S, K extends keyof S> = {
+  [P in keyof S]: P extends K ? S[P] | Date : S[P];
+};
+
 // ------------------------------------------------------------------ events
 
-/** Body of `POST /v1/events` (schema `EventIn`). */
-export interface EventCreateParams extends WithJsonObjects<Schemas["EventIn"], "metadata"> {}
+/**
+ * Body of `POST /v1/events` (schema `EventIn`). `timestamp` (when the event
+ * happened, to record history) also takes a Date, sent as RFC 3339.
+ */
+export interface EventCreateParams extends WithDates<WithJsonObjects<Schemas["EventIn"], "metadata">, "timestamp"> {}
+
+/**
+ * How an event's description is written (schema `EventParser`): `"text"`
+ * (the default) or `"markdown"`, which the service also renders into
+ * `descriptionHtml`, sanitised.
+ */
+export type EventParser = Schemas["EventParser"];
 
 /**
  * An event as stored by the service (schema `EventOut`), with where its push
@@ -223,8 +239,63 @@ export interface DeviceDeleted extends WithLiteral<Schemas["DeletedDevice"], "de
 /** Body of `POST /v1/identify` (schema `IdentifyIn`). Field names are snake_case on the wire. */
 export interface IdentifyParams extends WithJsonObjects<Schemas["IdentifyIn"], "properties"> {}
 
-/** A user identity after `identify` (schema `IdentityOut`). */
+/**
+ * A user identity (schema `IdentityOut`): what `identify` and `users.get`
+ * answer, with the counters its events keep (`eventCount`, `firstSeenAt`,
+ * `lastSeenAt`). Its id is `user_id`, as the identify body spells it.
+ */
 export interface Identity extends WithJsonObjects<Schemas["IdentityOut"], "properties"> {}
+
+// ------------------------------------------------------------------- users
+
+/**
+ * A user as `users.list` lists it (schema `UserOut`): the fields of an
+ * {@link Identity}, its id spelt `userId`.
+ */
+export interface User extends WithJsonObjects<Schemas["UserOut"], "properties"> {}
+
+type UserPageSchema = Schemas["UserPage"];
+
+/** `data` of `GET /v1/users` (schema `UserPage`): most recently seen first; `nextCursor` is null on the last page. */
+export interface UserList extends UserPageSchema {
+  items: User[];
+}
+
+// ---------------------------------------------------------------- insights
+
+/** An insight's value (a field of schema `InsightOut`): a string, a number or a boolean. */
+export type InsightValue = Schemas["InsightOut"]["value"];
+
+type InsightOutSchema = Schemas["InsightOut"];
+
+/**
+ * An insight, a named live value of the project (schema `InsightOut`): what
+ * `insights.set` and `insights.increment` answer, and `insights.list` lists.
+ */
+export interface Insight extends InsightOutSchema {}
+
+type InsightListSchema = Schemas["InsightList"];
+
+/** `data` of `GET /v1/insights` (schema `InsightList`): in the order they were created. */
+export interface InsightList extends InsightListSchema {
+  insights: Insight[];
+}
+
+/**
+ * `data` of `DELETE /v1/insights/{title}` and of a stream's
+ * `insight-deleted` message (schema `DeletedInsight`); `deleted` is always `true`.
+ */
+export interface InsightDeleted extends WithLiteral<Schemas["DeletedInsight"], "deleted", true> {}
+
+type SetInsightInSchema = Schemas["SetInsightIn"];
+
+/** The body of `POST /v1/insights` (schema `SetInsightIn`); `insights.set` builds it. */
+export interface InsightSetParams extends SetInsightInSchema {}
+
+type IncrementInsightInSchema = Schemas["IncrementInsightIn"];
+
+/** The body of `PATCH /v1/insights` (schema `IncrementInsightIn`); `insights.increment` builds it. */
+export interface InsightIncrementParams extends IncrementInsightInSchema {}
 
 // --------------------------------------------------------------- read side
 
@@ -252,6 +323,9 @@ type EventPageSchema = Schemas["EventPage"];
 export interface EventList extends EventPageSchema {
   items: TocsinEvent[];
 }
+
+/** Filters of `GET /v1/users` (`users.list`): q, property, limit, cursor. */
+export interface UserListParams extends QueryOf<"/v1/users"> {}
 
 type ChannelOutSchema = Schemas["ChannelOut"];
 
@@ -285,7 +359,7 @@ export interface EventStats extends EventStatsSchema {
   buckets: StatsBucket[];
 }
 
-/** What `events.stream` listens to: the query of `GET /v1/stream` (channel, lastEventId), and a signal. */
+/** What `events.stream` and `tocsin.stream` listen to: the query of `GET /v1/stream` (channel, lastEventId), and a signal. */
 export interface EventStreamParams extends QueryOf<"/v1/stream"> {
   /**
    * Resume after this event: the service first replays the events recorded
@@ -296,6 +370,35 @@ export interface EventStreamParams extends QueryOf<"/v1/stream"> {
   /** Aborting it ends the stream (the loop finishes without an error) and closes the request. */
   signal?: AbortSignal;
 }
+
+/**
+ * An event recorded, as `GET /v1/stream` sends it (`event: event`). `id`
+ * is the event's: the position the stream resumes after.
+ */
+export interface EventMessage {
+  type: "event";
+  id: string;
+  data: TocsinEvent;
+}
+
+/** An insight set or incremented, as `GET /v1/stream` sends it (`event: insight`). */
+export interface InsightMessage {
+  type: "insight";
+  data: Insight;
+}
+
+/** An insight deleted, as `GET /v1/stream` sends it (`event: insight-deleted`). */
+export interface InsightDeletedMessage {
+  type: "insight-deleted";
+  data: InsightDeleted;
+}
+
+/**
+ * One message of `tocsin.stream` (`GET /v1/stream`, whose `data` is schema
+ * `StreamMessage`): `type` tells which, and narrows `data`. A message type
+ * this version does not know is skipped, never yielded.
+ */
+export type StreamMessage = EventMessage | InsightMessage | InsightDeletedMessage;
 
 // --------------------------------------------------------------- envelopes
 
@@ -314,7 +417,11 @@ type SuccessSchemas =
   | Schemas["Success_IdentityOut"]
   | Schemas["Success_DeviceOut"]
   | Schemas["Success_DeviceList"]
-  | Schemas["Success_DeletedDevice"];
+  | Schemas["Success_DeletedDevice"]
+  | Schemas["Success_UserPage"]
+  | Schemas["Success_InsightOut"]
+  | Schemas["Success_InsightList"]
+  | Schemas["Success_DeletedInsight"];
 
 /**
  * Body of every successful response: the fields the `Success_*` schemas

@@ -5,7 +5,8 @@
 //!
 //! The interface is split by record kind: one trait per kind ([`EventStore`],
 //! [`HistoryStore`], [`DeliveryStore`], [`IdempotencyStore`], [`KeyStore`],
-//! [`AdminStore`], [`TenancyStore`], [`DeviceStore`], [`IdentityStore`]), and
+//! [`AdminStore`], [`TenancyStore`], [`DeviceStore`], [`IdentityStore`],
+//! [`InsightStore`]), and
 //! [`Store`], the union of them all, which the services hold as
 //! `Arc<dyn Store>`. Each backend implements each kind's trait in the module
 //! of that kind (`sqlite/events.rs` implements [`EventStore`] for
@@ -23,6 +24,7 @@ mod describe;
 mod destination;
 mod device;
 pub mod guard;
+pub mod insight;
 pub mod lease;
 mod model;
 pub mod mongo;
@@ -30,6 +32,7 @@ mod settle;
 pub mod sqlite;
 mod summary;
 pub mod tenancy;
+pub mod user;
 
 use std::{sync::Arc, time::Duration};
 
@@ -46,14 +49,16 @@ pub use self::device::{
     WebPushSubscription,
 };
 pub use self::guard::StoreObserver;
+pub use self::insight::{Insight, InsightChange, InsightNumber, InsightRefusal, InsightValue};
 pub use self::model::{
     ApnsEnvironment, Bucket, ChannelStats, Delivery, DeliveryClaim, DeliveryState, Event,
     EventFilter, EventPosition, IdempotencyBegin, IdempotentOutcome, Identity, Inserted,
-    NotificationState, Priority, Purged, Scope, StoredResponse,
+    NotificationState, Parser, Priority, Purged, Scope, StoredResponse,
 };
 pub use self::settle::settled_state;
 pub use self::summary::{Admission, Holding, Summary, SummaryState};
 pub use self::tenancy::{NameTaken, Organization, Project};
+pub use self::user::{PropertyMatch, UserFilter, UserPosition};
 
 /// Why a store call failed. Callers map `Unavailable` to 503 and everything
 /// else to an opaque 500; the cause is kept for the log.
@@ -95,6 +100,7 @@ pub trait Store:
     + DeviceStore
     + DestinationStore
     + IdentityStore
+    + InsightStore
     + SummaryStore
     + Send
     + Sync
@@ -113,7 +119,7 @@ pub trait Store:
 pub mod prelude {
     pub use super::{
         AdminStore, DeliveryStore, DestinationStore, DeviceStore, EventStore, HistoryStore,
-        IdempotencyStore, IdentityStore, KeyStore, Store, SummaryStore, TenancyStore,
+        IdempotencyStore, IdentityStore, InsightStore, KeyStore, Store, SummaryStore, TenancyStore,
     };
 }
 
@@ -462,16 +468,20 @@ pub trait DestinationStore: Send + Sync {
     ) -> StoreResult<bool>;
 }
 
-/// Identities: the users a project identified, with their properties and
-/// aliases.
+/// Users: the ones a project's events and identify calls made, with their
+/// properties, aliases and counters (the rules are [`user`]'s).
 ///
-/// Each backend implements it in its `identities` module.
+/// Each backend implements it in its `identities` module; the counters are
+/// written by its event inserts (`events`, `group_commit`).
 #[async_trait]
 pub trait IdentityStore: Send + Sync {
-    /// One identity of the scope, if it was ever identified.
+    /// The user of the scope whose id, or one of whose aliases, is
+    /// `user_id`, if an event or an identify call ever named it.
     async fn get_identity(&self, scope: &Scope, user_id: &str) -> StoreResult<Option<Identity>>;
-    /// Creates or updates an identity: `properties` are merged into the stored
-    /// ones (new keys overwrite) and `aliases` are added as a set union.
+    /// Creates or updates a user (the one `user_id` names, alias or not):
+    /// `properties` are merged into the stored ones (new keys overwrite),
+    /// `aliases` are added as a set union, and whoever an alias already
+    /// named is merged into it. Counts as seen at `now`.
     async fn merge_identity(
         &self,
         scope: &Scope,
@@ -480,6 +490,68 @@ pub trait IdentityStore: Send + Sync {
         aliases: Vec<String>,
         now: DateTime<Utc>,
     ) -> StoreResult<Identity>;
+    /// The scope's users that match `filter`, most recently seen first,
+    /// only those after `after` (the last one of the previous page), at
+    /// most `limit`: read from their stored counters.
+    async fn list_users(
+        &self,
+        scope: &Scope,
+        filter: &UserFilter,
+        after: Option<UserPosition>,
+        limit: u32,
+    ) -> StoreResult<Vec<Identity>>;
+}
+
+/// Insights: a project's named live values, set whole or incremented, and
+/// their changes across every project, which live streams follow. The rules
+/// (how many, how large, how an increment adds) are [`insight`]'s.
+///
+/// Each backend implements it in its `insights` module.
+#[async_trait]
+pub trait InsightStore: Send + Sync {
+    /// The scope's insights in the order they were created (then by title).
+    async fn list_insights(&self, scope: &Scope) -> StoreResult<Vec<Insight>>;
+    /// Sets an insight's value, and its icon when one is given (otherwise
+    /// the stored icon stays), creating it unless the scope has
+    /// [`insight::MAX_INSIGHTS`] already. Returns it as stored and whether
+    /// it was created.
+    async fn set_insight(
+        &self,
+        scope: &Scope,
+        title: &str,
+        value: &InsightValue,
+        icon: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Result<(Insight, bool), InsightRefusal>>;
+    /// Adds `by` to an insight's number ([`InsightNumber::plus`]) in one
+    /// atomic step, whoever else increments it at the same time, through
+    /// whichever process; creates it holding `by` if it does not exist (as
+    /// [`InsightStore::set_insight`] creates). Refused, writing nothing,
+    /// when its value is not a number or the sum would be out of range.
+    async fn increment_insight(
+        &self,
+        scope: &Scope,
+        title: &str,
+        by: InsightNumber,
+        icon: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Result<(Insight, bool), InsightRefusal>>;
+    /// Deletes an insight; false when the scope has none by that title. The
+    /// deletion is kept as a change for [`insight::DELETION_KEPT`].
+    async fn delete_insight(
+        &self,
+        scope: &Scope,
+        title: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    /// The insights of every scope changed (set, incremented or deleted) at
+    /// or after `since`, as each stands now, oldest change first, at most
+    /// `limit` (served by an index on the time of the last change).
+    async fn insights_changed(
+        &self,
+        since: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<InsightChange>>;
 }
 
 /// What devices' rules held back: burst windows, and the summaries held

@@ -44,6 +44,12 @@ pub struct Event {
     /// Its push replaces, on the device, the one of any earlier event of
     /// the project with the same key (`None`: collapsing on the event id).
     pub alert_key: Option<String>,
+    /// How its description is written: plain text or markdown.
+    pub parser: Parser,
+    /// Where tapping its alert leads: an http(s) URL.
+    pub url: Option<String>,
+    /// When it happened: when it was recorded, or the past time a
+    /// backfilled event was recorded at (such an event is never pushed).
     pub created_at: DateTime<Utc>,
     /// Where the event's push notification stands (the outbox state).
     pub notification: NotificationState,
@@ -92,6 +98,8 @@ pub struct EventFilter {
     pub channel: Option<String>,
     /// Events carrying this tag.
     pub tag: Option<String>,
+    /// Events about this user: recorded under its id or any of its
+    /// aliases (an alias given names its user).
     pub user_id: Option<String>,
     /// Text found in the title or the description, ignoring case.
     pub text: Option<String>,
@@ -229,6 +237,37 @@ impl Priority {
         s.map_or(Ok(Self::Normal), |s| {
             Self::parse(s).ok_or_else(|| anyhow::anyhow!("unknown priority {s:?}"))
         })
+    }
+}
+
+/// How an event's description is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Parser {
+    /// Shown as it is.
+    #[default]
+    Text,
+    /// CommonMark: shown rendered (and sanitised) where HTML can be shown,
+    /// reduced to readable text where it cannot (pushes).
+    Markdown,
+}
+
+impl Parser {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Markdown => "markdown",
+        }
+    }
+
+    /// A stored parser; none stored (an event from before parsers were)
+    /// is `text`.
+    pub fn from_stored(s: Option<&str>) -> anyhow::Result<Self> {
+        match s {
+            None | Some("text") => Ok(Self::Text),
+            Some("markdown") => Ok(Self::Markdown),
+            Some(other) => Err(anyhow::anyhow!("unknown parser {other:?}")),
+        }
     }
 }
 
@@ -370,15 +409,27 @@ pub enum Inserted {
     Existing(Box<Event>),
 }
 
-/// A user of the caller's product, as merged from every identify call.
+/// A user of the caller's product: what every identify call said of it,
+/// and the counters its events keep (the rules are `user`'s).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Identity {
     pub user_id: String,
     pub properties: Map<String, Value>,
     /// A set, kept in first-seen order.
     pub aliases: Vec<String>,
+    /// When its record was made: its first identify call, or the time of
+    /// the event that made it.
     pub created_at: DateTime<Utc>,
+    /// When identify last changed it (`created_at` if never).
     pub updated_at: DateTime<Utc>,
+    /// The earliest time it was seen: an event's `created_at`, or an
+    /// identify call.
+    pub first_seen_at: DateTime<Utc>,
+    /// The latest time it was seen.
+    pub last_seen_at: DateTime<Utc>,
+    /// How many events were recorded for it (under its id or an alias),
+    /// retention's removals included.
+    pub event_count: u64,
 }
 
 /// The response kept for an idempotency key, replayed on retries.

@@ -4,7 +4,7 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
-use common::store::{Delivery, Event, EventFilter};
+use common::store::{Delivery, Event, EventFilter, Parser};
 use poem::{Request, web::Data};
 use poem_openapi::{
     ApiResponse, Object, OpenApi,
@@ -17,6 +17,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::notification::NotificationOut;
+use super::parser::EventParser;
 use super::priority::EventPriority;
 use super::rendered::{Rendered, rfc3339};
 use super::{
@@ -25,12 +26,12 @@ use super::{
 };
 use crate::{
     auth::AuthContext,
-    error::ApiError,
+    error::{ApiError, FieldError},
     idempotency::Claim,
     record::NewEvent,
     request_id::RequestId,
     state::AppState,
-    types::{Icon, Metadata, Nullable},
+    types::{EventTime, Icon, Metadata, Nullable},
     validation::ValidatedJson,
 };
 
@@ -47,7 +48,7 @@ pub struct EventIn {
     /// Event description.
     #[oai(validator(min_length = 1, max_length = 4000))]
     pub description: Option<String>,
-    /// A single emoji.
+    /// A single emoji, or its shortcode (`:moneybag:`), stored as the emoji.
     pub icon: Option<Icon>,
     /// Tags: at most 20, each 1 to 64 characters.
     #[oai(validator(max_items = 20, min_length = 1, max_length = 64))]
@@ -74,6 +75,19 @@ pub struct EventIn {
     /// its own notification.
     #[oai(validator(min_length = 1, max_length = 64))]
     pub alert_key: Option<String>,
+    /// How `description` is written: `text` (the default) or `markdown`.
+    pub parser: Option<EventParser>,
+    /// Where tapping the alert leads: an http(s) URL, up to 2000
+    /// characters. Pushes open it, the feed links it.
+    #[oai(validator(max_length = 2000, pattern = "^[hH][tT][tT][pP][sS]?://"))]
+    pub url: Option<String>,
+    /// An RFC 3339 time or Unix seconds. When the event happened, to
+    /// record history: not in the future and, when retention is on, not
+    /// older than it. Such an event is stored at that time and never
+    /// pushed, whatever `notify` says (the answer shows `notify: false`).
+    /// Without it, the event happens now.
+    #[oai(skip_serializing_if_is_none)]
+    pub timestamp: Option<EventTime>,
 }
 
 /// The sample body the docs show and their "Test Request" sends: every
@@ -95,6 +109,9 @@ impl Example for EventIn {
             source: Some("billing".into()),
             priority: Some(EventPriority::High),
             alert_key: Some("payment-1042".into()),
+            parser: Some(EventParser::Markdown),
+            url: Some("https://billing.example.com/orders/1042".into()),
+            timestamp: None,
         }
     }
 }
@@ -118,7 +135,17 @@ pub struct EventOut {
     pub priority: EventPriority,
     /// The key its push replaces earlier pushes of on the device, if any.
     pub alert_key: Nullable<String>,
-    /// When the event was recorded (RFC 3339, UTC).
+    /// How `description` is written: `text` or `markdown`.
+    pub parser: EventParser,
+    /// The description rendered as HTML when it is markdown, sanitised:
+    /// no raw HTML, no scripts or event handlers, links to http(s) and
+    /// mailto only, each with `rel="noopener noreferrer"`, images as links;
+    /// null for a text description.
+    pub description_html: Nullable<String>,
+    /// Where tapping the alert leads, if anywhere.
+    pub url: Nullable<String>,
+    /// When the event happened (RFC 3339, UTC): when it was recorded, or
+    /// the `timestamp` it was recorded at.
     #[serde(serialize_with = "rfc3339")]
     pub created_at: DateTime<Utc>,
     /// Where the event's push notification stands.
@@ -136,7 +163,7 @@ impl EventOut {
             id: e.id,
             channel_name: e.channel_name,
             title: e.title,
-            description: Nullable(e.description),
+            description: Nullable(e.description.clone()),
             icon: Nullable(e.icon),
             tags: e.tags,
             metadata: Metadata(e.metadata),
@@ -145,6 +172,12 @@ impl EventOut {
             source: Nullable(e.source),
             priority: e.priority.into(),
             alert_key: Nullable(e.alert_key),
+            parser: e.parser.into(),
+            description_html: Nullable(match e.parser {
+                Parser::Markdown => e.description.as_deref().map(common::markdown::to_html),
+                Parser::Text => None,
+            }),
+            url: Nullable(e.url),
             created_at: e.created_at,
             notification: NotificationOut {
                 state: e.notification.into(),
@@ -177,8 +210,9 @@ impl EventsApi {
     /// Record an event
     ///
     /// Stores the event on its channel (creating the channel on first use)
-    /// and, unless `notify` is false, sends a push notification to the
-    /// project's connected devices.
+    /// and, unless `notify` is false or the event is history recorded at a
+    /// past `timestamp`, sends a push notification to the project's
+    /// connected devices.
     #[oai(path = "/v1/events", method = "post", operation_id = "createEvent")]
     async fn create(
         &self,
@@ -188,6 +222,10 @@ impl EventsApi {
         request_id: Data<&RequestId>,
     ) -> poem::Result<CreateEventResponse> {
         let input = body.0;
+        let happened_at = input
+            .timestamp
+            .map(|t| self.check_history(t.0))
+            .transpose()?;
         let new = NewEvent {
             scope: auth.scope.clone(),
             channel_name: input.channel_name,
@@ -201,6 +239,12 @@ impl EventsApi {
             source: input.source,
             priority: input.priority.map(Into::into).unwrap_or_default(),
             alert_key: input.alert_key,
+            parser: input.parser.map(Into::into).unwrap_or_default(),
+            url: input
+                .url
+                .map(|url| check_url(&url).map(|()| url))
+                .transpose()?,
+            happened_at,
             request_id: **request_id,
         };
         let claim = req.extensions().get::<Claim>();
@@ -303,5 +347,48 @@ impl EventsApi {
             page,
             **request_id,
         ))))
+    }
+}
+
+impl EventsApi {
+    /// `at`, if an event may be recorded at it: not in the future, and not
+    /// before what retention keeps (it would be deleted at its next pass).
+    fn check_history(&self, at: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
+        let refuse = |message: String| {
+            ApiError::Validation(vec![FieldError::new(vec!["timestamp".into()], message)])
+        };
+        let now = common::time::now();
+        if at > now {
+            return Err(refuse(
+                "must not be in the future: an event recorded at a time to come would \
+                 sit above every later one"
+                    .into(),
+            ));
+        }
+        if let Some(days) = self.state.config.retention_days {
+            let kept_from = now - chrono::Duration::days(i64::from(days.get()));
+            if at < kept_from {
+                return Err(refuse(format!(
+                    "must not be older than the retention period ({days} days): it \
+                     would be deleted at once"
+                )));
+            }
+        }
+        Ok(at)
+    }
+}
+
+/// Whether `url` is a link a tap can open: an absolute http(s) URL with a
+/// host (the schema's pattern checks the scheme's spelling only).
+fn check_url(url: &str) -> Result<(), ApiError> {
+    let valid = url::Url::parse(url)
+        .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+    if valid {
+        Ok(())
+    } else {
+        Err(ApiError::Validation(vec![FieldError::new(
+            vec!["url".into()],
+            "must be an absolute http(s) URL, such as https://example.com/orders/1042",
+        )]))
     }
 }

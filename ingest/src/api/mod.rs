@@ -9,12 +9,15 @@ pub mod devices;
 pub mod events;
 pub mod health;
 pub mod identify;
+pub mod insights;
 pub mod listing;
 pub mod notification;
+pub mod parser;
 pub mod priority;
 pub mod rendered;
 pub mod stats;
 pub mod stream;
+pub mod users;
 
 use poem_openapi::{
     Object, Tags,
@@ -29,6 +32,9 @@ pub enum ApiTags {
     Events,
     /// The caller's users, their properties and aliases.
     Identities,
+    /// Named live values shown as tiles above the feed (revenue today,
+    /// active trials, build status).
+    Insights,
     /// The phones alerts are pushed to.
     Devices,
     /// Liveness and readiness probes.

@@ -114,6 +114,7 @@ mod tests {
                 DeliveryOut, DeliveryReasonOut, DeliveryStateOut, NotificationOut,
                 NotificationStateOut,
             },
+            parser::EventParser,
             priority::EventPriority,
         },
         request_id::RequestId,
@@ -144,6 +145,9 @@ mod tests {
             source: Nullable(Some("billing".into())),
             priority: EventPriority::High,
             alert_key: Nullable(Some("deploy-42".into())),
+            parser: EventParser::Markdown,
+            description_html: Nullable(Some("<p>Card <em>declined</em></p>".into())),
+            url: Nullable(Some("https://billing.example.com/orders/1042".into())),
             created_at,
             notification: NotificationOut {
                 state: NotificationStateOut::Queued,

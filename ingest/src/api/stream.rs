@@ -1,5 +1,8 @@
-//! `GET /v1/stream`: the project's events as they are recorded, as
-//! Server-Sent Events, resumable with `Last-Event-ID`.
+//! `GET /v1/stream`: the project's events as they are recorded, and its
+//! insights as they change, as Server-Sent Events, resumable with
+//! `Last-Event-ID` (which only events' messages carry: an insight's
+//! message has no `id:` line, so a client's last id stays its last
+//! event's).
 
 use std::{
     collections::{HashSet, VecDeque},
@@ -7,37 +10,122 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use common::store::{Event, EventPosition, Scope, Store};
+use common::store::{Event, EventPosition, InsightChange, Scope, Store};
 use dashmap::DashMap;
 use futures::{Stream, stream::BoxStream};
 use poem::web::Data;
 use poem_openapi::{
-    ApiResponse, OpenApi,
+    ApiResponse, OpenApi, Union,
     param::{Header, Query},
     payload::EventStream,
+    types::ToJSON as _,
 };
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{broadcast, watch};
 use uuid::Uuid;
 
-use super::{ApiTags, events::EventOut};
+use super::{
+    ApiTags,
+    events::EventOut,
+    insights::{DeletedInsight, InsightOut},
+};
 use crate::{
     auth::AuthContext,
     error::{ApiError, FieldError},
     state::AppState,
-    tail::Subscription,
+    tail::{Subscription, Tailed},
 };
 
 /// Events read per replay query.
 const REPLAY_PAGE: u32 = 200;
 
+/// The messages a stream sends: each one's SSE type (`event:`), the schema
+/// of its data, whether it has an `id:` line, and what it means. The
+/// published document describes the stream from this table.
+pub const MESSAGES: [MessageKind; 3] = [
+    MessageKind {
+        event: "event",
+        data: "EventOut",
+        has_id: true,
+        meaning: "an event recorded, as `GET /v1/events` lists it",
+    },
+    MessageKind {
+        event: "insight",
+        data: "InsightOut",
+        has_id: false,
+        meaning: "an insight set or incremented, as `GET /v1/insights` lists it",
+    },
+    MessageKind {
+        event: "insight-deleted",
+        data: "DeletedInsight",
+        has_id: false,
+        meaning: "an insight deleted, as `DELETE /v1/insights/{title}` answers",
+    },
+];
+
+/// One kind of message of the stream.
+pub struct MessageKind {
+    /// Its `event:` line.
+    pub event: &'static str,
+    /// The name of its data's schema.
+    pub data: &'static str,
+    /// Whether it has an `id:` line (the event's id).
+    pub has_id: bool,
+    pub meaning: &'static str,
+}
+
+/// The data of one message of the stream.
+#[derive(Debug, Clone, Union)]
+#[oai(one_of)]
+pub enum StreamMessage {
+    /// Boxed: an event is several times the size of the others.
+    Event(Box<EventOut>),
+    Insight(InsightOut),
+    InsightDeleted(DeletedInsight),
+}
+
+impl StreamMessage {
+    /// The message as it goes out: its type, its data and, for an event,
+    /// its id.
+    fn sse(&self) -> poem::web::sse::Event {
+        let [event, insight, deleted] = &MESSAGES;
+        let (kind, data, id) = match self {
+            Self::Event(e) => (event, e.to_json_string(), Some(e.id.to_string())),
+            Self::Insight(i) => (insight, i.to_json_string(), None),
+            Self::InsightDeleted(d) => (deleted, d.to_json_string(), None),
+        };
+        let message = poem::web::sse::Event::message(data).event_type(kind.event);
+        match id {
+            Some(id) => message.id(id),
+            None => message,
+        }
+    }
+}
+
+impl From<&InsightChange> for StreamMessage {
+    fn from(change: &InsightChange) -> Self {
+        match &change.insight {
+            Some(insight) => Self::Insight(insight.clone().into()),
+            None => Self::InsightDeleted(DeletedInsight {
+                title: change.title.clone(),
+                deleted: true,
+                deleted_at: change.changed_at,
+            }),
+        }
+    }
+}
+
 #[derive(ApiResponse)]
 pub enum StreamResponse {
     /// `text/event-stream`: each event as `id: <event id>`, `event: event`,
-    /// `data: <the event, as GET /v1/events lists it>`; a comment line
-    /// (`:`) at least every 15 seconds while nothing happens.
+    /// `data: <the event, as GET /v1/events lists it>`; each change of an
+    /// insight as `event: insight`, `data: <the insight, as GET
+    /// /v1/insights lists it>`, or `event: insight-deleted`, `data:
+    /// <what DELETE /v1/insights/{title} answers>`, without an `id:` line;
+    /// a comment line (`:`) at least every 15 seconds while nothing
+    /// happens.
     #[oai(status = 200)]
-    Ok(EventStream<BoxStream<'static, EventOut>>),
+    Ok(EventStream<BoxStream<'static, StreamMessage>>),
 }
 
 pub struct StreamApi {
@@ -52,6 +140,10 @@ impl StreamApi {
     /// Events, including those recorded through other replicas. With
     /// `Last-Event-ID` (sent by browsers' EventSource when they reconnect)
     /// or `lastEventId`, the events recorded after that one are sent first.
+    /// Every change of the project's insights from now on comes too (an
+    /// `insight` or `insight-deleted` message, whatever `channel` says),
+    /// through whichever replica it was made; insights are not replayed:
+    /// after reconnecting, `GET /v1/insights` has them as they stand.
     /// A key may hold a limited number of streams open at once (429 beyond).
     #[oai(path = "/v1/stream", method = "get", operation_id = "streamEvents")]
     async fn stream(
@@ -97,7 +189,7 @@ impl StreamApi {
             .ok_or(ApiError::TooManyStreams {
                 limit: state.streams.limit,
             })?;
-        let Subscription { events, horizon } =
+        let Subscription { changes, horizon } =
             state.tail.subscribe().await.map_err(ApiError::from)?;
         let follow = Follow {
             store: Arc::clone(&state.store),
@@ -108,22 +200,15 @@ impl StreamApi {
             pending: VecDeque::new(),
             replayed: HashSet::new(),
             horizon,
-            events,
+            changes,
             closing: state.tail.closing(),
             _slot: slot,
         };
         let keep_alive = state.config.stream_keepalive();
         Ok(StreamResponse::Ok(
-            EventStream::new(Box::pin(follow.into_stream()) as BoxStream<'static, EventOut>)
+            EventStream::new(Box::pin(follow.into_stream()) as BoxStream<'static, StreamMessage>)
                 .keep_alive(keep_alive)
-                .to_event(|event| {
-                    let id = event.id.to_string();
-                    poem::web::sse::Event::message(poem_openapi::types::ToJSON::to_json_string(
-                        &event,
-                    ))
-                    .id(id)
-                    .event_type("event")
-                }),
+                .to_event(|message| message.sse()),
         ))
     }
 }
@@ -155,7 +240,7 @@ async fn resume_position(
 }
 
 /// One stream: the replay (if resuming), then the live events of its
-/// project (and channel).
+/// project (and channel) and the changes of its project's insights.
 struct Follow {
     store: Arc<dyn Store>,
     scope: Scope,
@@ -170,26 +255,32 @@ struct Follow {
     /// horizon): each is skipped once when it comes.
     replayed: HashSet<Uuid>,
     horizon: DateTime<Utc>,
-    events: broadcast::Receiver<Arc<Event>>,
+    changes: broadcast::Receiver<Tailed>,
     closing: watch::Receiver<bool>,
     _slot: StreamSlot,
 }
 
 impl Follow {
-    fn into_stream(self) -> impl Stream<Item = EventOut> + Send + 'static {
+    fn into_stream(self) -> impl Stream<Item = StreamMessage> + Send + 'static {
         futures::stream::unfold(self, |mut follow| async move {
-            let event = follow.next().await?;
-            Some((EventOut::listed(event), follow))
+            let message = match follow.next().await? {
+                Tailed::Event(event) => {
+                    StreamMessage::Event(Box::new(EventOut::listed(Event::clone(&event))))
+                }
+                Tailed::Insight(change) => StreamMessage::from(change.as_ref()),
+            };
+            Some((message, follow))
         })
     }
 
-    /// The next event to send; `None` ends the stream (shutdown, a store
-    /// failure during replay, or falling too far behind): the client
-    /// reconnects with the last id it got and loses nothing.
-    async fn next(&mut self) -> Option<Event> {
+    /// The next event or insight change to send; `None` ends the stream
+    /// (shutdown, a store failure during replay, or falling too far
+    /// behind): the client reconnects with the last id it got and loses no
+    /// event (and lists the insights again).
+    async fn next(&mut self) -> Option<Tailed> {
         loop {
             if let Some(event) = self.pending.pop_front() {
-                return Some(event);
+                return Some(Tailed::Event(Arc::new(event)));
             }
             if let Some(from) = self.replay_from {
                 let page = match self
@@ -221,10 +312,16 @@ impl Follow {
             }
             let received = tokio::select! {
                 _ = self.closing.wait_for(|closing| *closing) => return None,
-                received = self.events.recv() => received,
+                received = self.changes.recv() => received,
             };
             match received {
-                Ok(event) => {
+                // Every channel's: an insight belongs to the project.
+                Ok(Tailed::Insight(change)) => {
+                    if change.scope == self.scope {
+                        return Some(Tailed::Insight(change));
+                    }
+                }
+                Ok(Tailed::Event(event)) => {
                     let ours = event.scope == self.scope
                         && self
                             .channel
@@ -234,7 +331,7 @@ impl Follow {
                         .resumed_at
                         .is_some_and(|resumed| event.position() <= resumed);
                     if ours && !already_had && !self.replayed.remove(&event.id) {
-                        return Some(Event::clone(&event));
+                        return Some(Tailed::Event(event));
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
@@ -293,5 +390,26 @@ impl Drop for StreamSlot {
             *open -= 1;
             *open == 0
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use poem_openapi::types::Type;
+
+    use super::*;
+
+    /// The document describes each kind of message by the name of its
+    /// data's schema: the names are the types' own.
+    #[test]
+    fn each_kind_of_message_names_the_schema_of_its_data() {
+        assert_eq!(
+            MESSAGES.map(|kind| kind.data),
+            [
+                EventOut::name().as_ref(),
+                InsightOut::name().as_ref(),
+                DeletedInsight::name().as_ref(),
+            ]
+        );
     }
 }

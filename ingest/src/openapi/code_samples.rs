@@ -8,7 +8,8 @@ use serde_json::{Map, Value, json};
 /// The client method that wraps each operation, by operation id, and its
 /// argument when that is neither the request body nor the path's id (or
 /// both, id first). An operation the client does not wrap is shown with
-/// `tocsin.request`.
+/// `tocsin.request`: `listUsers` until the clients, regenerated from the
+/// document, have it (`users.list`, with `{ q, property, limit, cursor }`).
 const METHODS: [(&str, &str, Option<&str>); 12] = [
     ("createEvent", "events.create", None),
     ("getEvent", "events.get", None),
@@ -35,7 +36,8 @@ const METHODS: [(&str, &str, Option<&str>); 12] = [
 /// The Python client's method for each operation, by operation id, and its
 /// arguments when they are neither the request body (as keyword arguments)
 /// nor the path's id (or both, id first). An operation it does not wrap is
-/// shown with `client.request`.
+/// shown with `client.request` (`listUsers`, until the client has
+/// `users.list`).
 const PYTHON_METHODS: [(&str, &str, Option<&str>); 13] = [
     ("createEvent", "events.create", None),
     ("getEvent", "events.get", None),
@@ -79,6 +81,16 @@ const STREAMS: [&str; 1] = ["streamEvents"];
 
 /// The id the samples pass for a path's `{id}`.
 const EXAMPLE_ID: &str = "0197a3c2-5f1e-7b8a-9c0d-1e2f3a4b5c6d";
+
+/// The title the samples pass for a path's `{title}` (an insight's),
+/// URL-encoded as it goes in the path.
+const EXAMPLE_TITLE: &str = "Revenue%20today";
+
+/// `path` with its parameters filled as the samples fill them.
+fn example_path(path: &str) -> String {
+    path.replace("{id}", EXAMPLE_ID)
+        .replace("{title}", EXAMPLE_TITLE)
+}
 
 const SETUP: &str = r#"import { Tocsin } from "@tocsin/client";
 
@@ -146,7 +158,7 @@ fn sample(method: &str, path: &str, op: &Map<String, Value>, body: Option<&Value
             let mut spec = format!(
                 "{{ method: {:?}, path: {:?}",
                 method.to_uppercase(),
-                path.replace("{id}", EXAMPLE_ID)
+                example_path(path)
             );
             if let Some(body) = body {
                 spec.push_str(&format!(", body: {body}"));
@@ -186,11 +198,7 @@ fn python_sample(
             format!("{method}({arguments})")
         }
         None => {
-            let mut arguments = format!(
-                "{:?}, {:?}",
-                method.to_uppercase(),
-                path.replace("{id}", EXAMPLE_ID)
-            );
+            let mut arguments = format!("{:?}, {:?}", method.to_uppercase(), example_path(path));
             if let Some(body) = body {
                 arguments.push_str(&format!(", body={}", python_literal(body, 0)));
             }

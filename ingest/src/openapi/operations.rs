@@ -100,6 +100,8 @@ struct Shape {
     writes: bool,
     /// It answers 404 while a feature it serves is not configured, and why.
     unconfigured: Option<&'static str>,
+    /// It answers 409 when the state refuses the write, and when.
+    conflict: Option<&'static str>,
 }
 
 /// Operations that serve an optional feature, and what their 404 means.
@@ -107,6 +109,17 @@ const OPTIONAL_FEATURES: &[(&str, &str)] = &[(
     "/v1/webpush/key",
     "Web Push is not configured on this server (it has no VAPID key).",
 )];
+
+/// Why a write that would create an insight can be refused.
+const INSIGHTS_FULL: &str =
+    "the project has as many insights as it may have, and this is not one of them";
+
+/// API writes the current state can refuse with a 409, and when, by
+/// method and path.
+const CONFLICTS: &[(&str, &str, &str)] = &[
+    ("POST", "/v1/insights", INSIGHTS_FULL),
+    ("PATCH", "/v1/insights", INSIGHTS_FULL),
+];
 
 /// Every error status an operation can answer, with when. The layers run
 /// for every route, so an operation that reads no body can still get 413 for
@@ -197,15 +210,29 @@ fn errors(shape: &Shape) -> Vec<(&'static str, Value)> {
             ),
         ));
     }
+    if let (Some(why), false) = (shape.conflict, shape.idempotent) {
+        errors.push((
+            "409",
+            error_response(&format!("{}.", capitalized(why)), false),
+        ));
+    }
     if shape.idempotent {
-        errors.extend([
-            (
-                "409",
-                error_response(
-                    "A request with this Idempotency-Key is still in progress.",
+        let in_progress = "A request with this Idempotency-Key is still in progress";
+        let conflict = match shape.conflict {
+            None => error_response(&format!("{in_progress}."), true),
+            Some(why) => {
+                // Two reasons, and only the first is worth retrying: the
+                // header says which.
+                let mut either = error_response(
+                    &format!("{in_progress} (with `Retry-After`), or {why} (without)."),
                     true,
-                ),
-            ),
+                );
+                either["headers"]["Retry-After"]["required"] = json!(false);
+                either
+            }
+        };
+        errors.extend([
+            ("409", conflict),
             (
                 "422",
                 error_response(
@@ -245,6 +272,10 @@ pub fn complete(doc: &mut Value) {
                     .iter()
                     .find(|(template, _)| template == path)
                     .map(|(_, why)| *why),
+                conflict: CONFLICTS
+                    .iter()
+                    .find(|(m, template, _)| *m == method.as_str() && template == path)
+                    .map(|(_, _, why)| *why),
             };
             complete_operation(op, &shape);
         }
@@ -283,6 +314,15 @@ pub fn complete(doc: &mut Value) {
             "MethodNotAllowed": method_not_allowed,
         }),
     );
+}
+
+/// `why` as the start of a sentence.
+fn capitalized(why: &str) -> String {
+    let mut chars = why.chars();
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 fn complete_operation(op: &mut Map<String, Value>, shape: &Shape) {

@@ -10,9 +10,10 @@ use crate::api::ApiTags;
 /// The order readers meet the API in: recording events first, then health,
 /// and the operators' admin API last.
 /// poem-openapi sorts tags by name.
-const TAG_ORDER: [ApiTags; 5] = [
+const TAG_ORDER: [ApiTags; 6] = [
     ApiTags::Events,
     ApiTags::Identities,
+    ApiTags::Insights,
     ApiTags::Devices,
     ApiTags::Health,
     ApiTags::Admin,

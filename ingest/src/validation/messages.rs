@@ -28,6 +28,10 @@ pub(crate) const PATTERN_WORDS: &[(&str, &str)] = &[
         "^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$",
         "an event id (a UUIDv7 in lower case, as the stream's id lines give it)",
     ),
+    // An insight's title: "." and ".." cannot be named in a URL (clients
+    // resolve them as path segments, encoded or not), so none of its
+    // characters alone may be all of it.
+    ("[^.]", "something other than dots alone"),
 ];
 
 /// Turns one schema violation into the faults a client sees. `root` is the
@@ -87,8 +91,20 @@ pub(super) fn describe(error: &ValidationError<'_>, root: &Value) -> Vec<FieldEr
         ValidationErrorKind::Enum { options } => {
             one(format!("must be one of: {}", listed(options)))
         }
-        ValidationErrorKind::Minimum { limit } => one(format!("must be at least {limit}")),
-        ValidationErrorKind::Maximum { limit } => one(format!("must be at most {limit}")),
+        ValidationErrorKind::Minimum { limit } => {
+            one(format!("must be at least {}", number(limit)))
+        }
+        ValidationErrorKind::Maximum { limit } => one(format!("must be at most {}", number(limit))),
+        // A value of one of several forms (an RFC 3339 time or Unix
+        // seconds) that has none: the field's description says them all.
+        ValidationErrorKind::AnyOf { .. }
+            if !has_null_branch(schema) && has_description(schema) =>
+        {
+            one(format!(
+                "must be {}",
+                phrase(schema["description"].as_str().unwrap_or_default())
+            ))
+        }
         // A value that may also be null (`anyOf: [schema, null]`, how a
         // nullable object or enum is published) and is not: its faults are
         // those of the schema, at their own paths.
@@ -105,6 +121,26 @@ pub(super) fn describe(error: &ValidationError<'_>, root: &Value) -> Vec<FieldEr
                 of_value
             }
         }
+        // A value of one of several types (`oneOf` of typed branches, how
+        // an insight's value is published): the faults of the branch of
+        // its own type (a string too long), or, when it is of none of
+        // them, the types it may be.
+        ValidationErrorKind::OneOfNotValid { context } => {
+            let of_its_type: Vec<FieldError> = context
+                .iter()
+                .filter(|branch| type_fault(branch).is_none())
+                .flatten()
+                .flat_map(|e| describe(e, root))
+                .collect();
+            let types: Vec<String> = context.iter().filter_map(|b| type_fault(b)).collect();
+            if !of_its_type.is_empty() {
+                of_its_type
+            } else if !types.is_empty() && types.len() == context.len() {
+                one(format!("must be {}", either(&types)))
+            } else {
+                one(error.masked_with("the value").to_string())
+            }
+        }
         // Whatever else the schemas may grow: the validator's text with the
         // value masked, so nothing the client sent is echoed.
         _ => one(error.masked_with("the value").to_string()),
@@ -118,6 +154,51 @@ fn is_null_branch(errors: &[ValidationError<'_>]) -> bool {
         e.kind(),
         ValidationErrorKind::Type { kind: TypeKind::Single(JsonType::Null) }
     ))
+}
+
+/// A schema's number as a person writes it: poem-openapi publishes every
+/// limit as a float, and `9007199254740991.0` is the integer it stands for.
+fn number(limit: &Value) -> String {
+    match limit.as_f64() {
+        // Every integer up to 2^53 is exact as a float.
+        Some(f) if f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0 => {
+            format!("{}", f as i64)
+        }
+        _ => limit.to_string(),
+    }
+}
+
+/// The type a branch of a `oneOf` asks for, when the value failed it only
+/// for being of another type.
+fn type_fault(errors: &[ValidationError<'_>]) -> Option<String> {
+    match errors {
+        [e] => match e.kind() {
+            ValidationErrorKind::Type { kind } => Some(type_names(kind)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `a, b or c`.
+fn either(choices: &[String]) -> String {
+    match choices {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+/// Whether an `anyOf` schema allows null: how a nullable value is
+/// published.
+fn has_null_branch(schema: &Value) -> bool {
+    schema["anyOf"]
+        .as_array()
+        .is_some_and(|branches| branches.iter().any(|b| b["type"] == "null"))
+}
+
+fn has_description(schema: &Value) -> bool {
+    schema.get("description").and_then(Value::as_str).is_some()
 }
 
 fn has_form(schema: &Value) -> bool {
@@ -167,10 +248,12 @@ fn expected_form(schema: &Value) -> String {
 /// A description's first sentence as a phrase that can follow "must be":
 /// `The APNs device token, in hex.` → `the APNs device token, in hex`.
 fn phrase(description: &str) -> String {
+    // Doc comments reach the document with their line breaks.
+    let description = description.split_whitespace().collect::<Vec<_>>().join(" ");
     let first = description
         .split(". ")
         .next()
-        .unwrap_or(description)
+        .unwrap_or(&description)
         .trim()
         .trim_end_matches('.');
     let mut chars = first.chars();
@@ -224,6 +307,17 @@ mod tests {
         );
         assert_eq!(phrase("APNs token. More."), "APNs token");
         assert_eq!(phrase("A single emoji."), "a single emoji");
+    }
+
+    #[test]
+    fn a_limit_reads_as_the_number_it_stands_for() {
+        assert_eq!(
+            number(&serde_json::json!(9007199254740991.0)),
+            "9007199254740991"
+        );
+        assert_eq!(number(&serde_json::json!(-1.0)), "-1");
+        assert_eq!(number(&serde_json::json!(0.5)), "0.5");
+        assert_eq!(number(&serde_json::json!(1e300)), "1e+300");
     }
 
     #[test]

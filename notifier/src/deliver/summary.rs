@@ -148,6 +148,9 @@ pub(super) fn summary_alert(summary: &Summary, events: &[Event]) -> Option<Alert
         alert_key: None,
         collapse_id: summary.id.to_string(),
         summary: true,
+        // A tap opens the feed at the channel: the held events' links are
+        // theirs, not the summary's.
+        url: None,
     })
 }
 

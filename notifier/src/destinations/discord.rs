@@ -6,10 +6,14 @@
 //! role in an event ever pings.
 //!
 //! The title and the fields are labels: Discord's Markdown in them is
-//! escaped with backslashes. The description is shown as Markdown, as its
-//! author wrote it (as Slack's section is mrkdwn), except links and
-//! mentions: `[`, `]` and `<` are escaped, so it cannot mask a link or
-//! show a mention.
+//! escaped with backslashes. A description written in markdown
+//! (`parser: "markdown"`) is sent as written, links included, as the feed
+//! shows it rendered: Discord renders it itself, and only `<` is escaped,
+//! so it shows no mention, channel or role (nor raw HTML, which Discord
+//! shows as text anyway). A text description is shown as Discord's
+//! Markdown too, as its author wrote it (as Slack's section is mrkdwn),
+//! except links and mentions: `[`, `]` and `<` are escaped, so it cannot
+//! mask a link or show a mention.
 
 use std::time::Duration;
 
@@ -67,7 +71,13 @@ fn label(c: char) -> Option<&'static str> {
     })
 }
 
-/// Link and mention syntax in the description; emphasis, code and lists
+/// Mention syntax (`<@id>`, `<#id>`, `<@&id>`, `<t:…>`) in a markdown
+/// description; the rest is the author's markdown.
+fn mention(c: char) -> Option<&'static str> {
+    (c == '<').then_some("\\<")
+}
+
+/// Link and mention syntax in a text description; emphasis, code and lists
 /// stay the author's.
 fn description_markup(c: char) -> Option<&'static str> {
     match c {
@@ -126,8 +136,12 @@ pub(super) fn render(message: &Message) -> Value {
         "timestamp": message.created_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         "footer": {"text": FOOTER},
     });
-    if let Some(description) = message.description.as_deref().map(str::trim) {
-        let description = cut(description, room, description_markup);
+    let (description, escape): (_, Escape) = match &message.markdown {
+        Some(markdown) => (Some(markdown.as_str()), mention),
+        None => (message.description.as_deref(), description_markup),
+    };
+    if let Some(description) = description.map(str::trim) {
+        let description = cut(description, room, escape);
         if !description.text.is_empty() {
             embed["description"] = description.text.into();
         }
@@ -286,6 +300,36 @@ mod tests {
         assert!(embed.get("url").is_none());
         assert_eq!(embed["fields"].as_array().expect("fields").len(), 2);
         assert_eq!(json["allowed_mentions"]["parse"], json!([]));
+    }
+
+    #[test]
+    fn a_markdown_description_is_sent_as_written_with_its_links_but_no_mention() {
+        let message = Message {
+            description: Some("Deploy failed log".into()),
+            markdown: Some(
+                "**Deploy** failed: [log](https://ci.example.com/42) <@&123> <b>raw</b>".into(),
+            ),
+            ..sample(None, Priority::High)
+        };
+        let json = render(&message);
+        let embed = &json["embeds"][0];
+        assert_eq!(
+            embed["description"],
+            "**Deploy** failed: [log](https://ci.example.com/42) \\<@&123> \\<b>raw\\</b>"
+        );
+        assert_eq!(embed["url"], "https://shop.example.com/orders/42?a=1&b=2");
+        assert_eq!(json["allowed_mentions"], json!({"parse": []}));
+    }
+
+    #[test]
+    fn a_markdown_event_is_its_markdown_with_the_events_link() {
+        let json = render(&crate::destinations::markdown_event());
+        let embed = &json["embeds"][0];
+        assert_eq!(embed["description"], crate::push::MARKDOWN);
+        assert_eq!(
+            embed["url"],
+            "https://ci.example.com/runs/42?tab=log&x=%3C1%3E"
+        );
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! Email through the operator's SMTP server (lettre): one
 //! `multipart/alternative` message to every address of the destination —
-//! a text/plain part, then a text/html part (the preferred alternative
-//! comes last) with the user's strings HTML-escaped — with the subject
-//! `[{channel}] {title}`. The transport is built once ([`Mailer`]); an SMTP
+//! a text/plain part (a markdown description reduced to its words), then a
+//! text/html part (the preferred alternative comes last) with the user's
+//! strings HTML-escaped and a markdown description rendered by
+//! `common::markdown::to_html`, the sanitiser the feed's HTML goes through
+//! (no raw HTML, no images, links to http(s) and mailto only) — with the
+//! subject `[{channel}] {title}`. The transport is built once ([`Mailer`]); an SMTP
 //! 5xx reply refuses the mail, a 4xx reply or no answer is retried.
 
 use std::time::Duration;
@@ -159,7 +162,25 @@ pub(super) fn text_part(message: &Message) -> String {
 pub(super) fn html_part(message: &Message) -> String {
     let title = escaped(&one_line(&message.display_title()), usize::MAX);
     let mut body = format!("<h2 style=\"margin:0 0 12px;font-size:18px;\">{title}</h2>\n");
-    if let Some(description) = description(message) {
+    if let Some(markdown) = message
+        .markdown
+        .as_deref()
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+    {
+        // Cut before rendering, so the cut never falls inside a tag.
+        let markdown = fit(
+            markdown,
+            MAX_DESCRIPTION,
+            Measure::Utf16,
+            Counted::Shown,
+            plain,
+        );
+        body.push_str(&format!(
+            "<div style=\"margin:0 0 12px;\">{}</div>\n",
+            common::markdown::to_html(&markdown.text)
+        ));
+    } else if let Some(description) = description(message) {
         body.push_str(&format!(
             "<p style=\"margin:0 0 12px;white-space:pre-wrap;\">{}</p>\n",
             escaped(description, MAX_DESCRIPTION)
@@ -358,6 +379,52 @@ mod tests {
             ..message
         });
         assert!(!no_url.contains("Open"));
+    }
+
+    #[test]
+    fn a_markdown_description_is_sanitised_html_and_plain_text() {
+        let message = Message {
+            description: Some("Deploy failed, see the log. alert(1)".into()),
+            markdown: Some(
+                "**Deploy** failed, see [the log](https://ci.example.com/42). \
+                 <script>alert(1)</script> [x](javascript:alert(2))"
+                    .into(),
+            ),
+            ..sample(None, Priority::High)
+        };
+        let html = html_part(&message);
+        assert!(html.contains("<strong>Deploy</strong>"), "{html}");
+        assert!(
+            html.contains("<a href=\"https://ci.example.com/42\" rel=\"noopener noreferrer\">"),
+            "{html}"
+        );
+        assert!(!html.contains("<script>"), "{html}");
+        assert!(html.contains("&lt;script&gt;"), "{html}");
+        assert!(!html.contains("javascript:"), "{html}");
+        let text = text_part(&message);
+        assert!(
+            text.starts_with("💸 Payment failed\n\nDeploy failed, see the log. alert(1)\n\n"),
+            "{text}"
+        );
+        assert!(!text.contains("**"), "{text}");
+    }
+
+    #[test]
+    fn a_markdown_event_is_html_and_text_with_the_events_link() {
+        let message = crate::destinations::markdown_event();
+        let html = html_part(&message);
+        assert!(html.contains("<strong>Deploy 42</strong>"), "{html}");
+        assert!(html.contains("<li>eu</li>"), "{html}");
+        assert!(
+            html.contains("<a href=\"https://ci.example.com/runs/42?tab=log&amp;x=%3C1%3E\""),
+            "{html}"
+        );
+        let text = text_part(&message);
+        assert!(text.contains(crate::push::MARKDOWN_AS_TEXT), "{text}");
+        assert!(
+            text.ends_with(&format!("Open: {}\n", crate::destinations::EVENT_URL)),
+            "{text}"
+        );
     }
 
     #[test]

@@ -428,6 +428,7 @@ pub(crate) fn sample(description: Option<&str>, priority: common::store::Priorit
         title: "Payment failed".into(),
         icon: Some("💸".into()),
         description: description.map(str::to_owned),
+        markdown: None,
         channel: "payments".into(),
         tags: vec!["billing".into(), "stripe".into()],
         priority,
@@ -439,6 +440,24 @@ pub(crate) fn sample(description: Option<&str>, priority: common::store::Priorit
         event_type: "event.created",
         data: serde_json::json!({"id": Uuid::nil(), "title": "Payment failed"}),
     }
+}
+
+/// The link of [`markdown_event`].
+#[cfg(test)]
+pub(crate) const EVENT_URL: &str = "https://ci.example.com/runs/42?tab=log&x=<1>";
+
+/// The message of an event written in markdown (`crate::push::MARKDOWN`),
+/// with a `url` and an older `metadata.url`, as the worker makes it.
+#[cfg(test)]
+pub(crate) fn markdown_event() -> Message {
+    let metadata = serde_json::json!({ "url": "https://old.example.com/orders/42" });
+    Message::of_event(&common::store::Event {
+        description: Some(crate::push::MARKDOWN.into()),
+        parser: common::store::Parser::Markdown,
+        url: Some(EVENT_URL.into()),
+        metadata: metadata.as_object().cloned().unwrap_or_default(),
+        ..crate::deliver::sample_event("deploys", "Deploy 42", common::store::Priority::High)
+    })
 }
 
 /// A message whose every field is far over every limit.

@@ -5,6 +5,10 @@
 //! the tags and the channel as tags, a priority, and the link as the click
 //! action; with the destination's access token as a Bearer token. ntfy
 //! shows the message as plain text (no `markdown`), so nothing is escaped.
+//! A markdown description is sent reduced to its words too, not with
+//! `markdown: true`: ntfy documents markdown as rendered by its web app
+//! only (its phone apps would show the marks), and that rendering loads
+//! the images a description names, which Tocsin shows only as links.
 
 use common::store::Priority;
 use reqwest::header::HeaderValue;
@@ -171,6 +175,23 @@ mod tests {
         );
         assert_eq!(untitled["message"], "💸 Payment failed");
         assert!(untitled.get("click").is_none());
+    }
+
+    /// Plain text, not `markdown: true` (the module says why), and the
+    /// event's link to click.
+    #[test]
+    fn a_markdown_event_is_plain_text_with_the_events_link() {
+        assert_eq!(
+            body("ops", &crate::destinations::markdown_event()),
+            json!({
+                "topic": "ops",
+                "message": crate::push::MARKDOWN_AS_TEXT,
+                "title": "Deploy 42",
+                "tags": ["deploys"],
+                "priority": 5,
+                "click": "https://ci.example.com/runs/42?tab=log&x=%3C1%3E",
+            })
+        );
     }
 
     #[test]

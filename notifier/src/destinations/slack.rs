@@ -4,7 +4,10 @@
 //! the title as the `text` notifications fall back to. User text in mrkdwn
 //! has `&`, `<` and `>` escaped (Slack's "Escaping text"), so it cannot
 //! open a link or a mention (`<!channel>`); Slack's other formatting
-//! (`*bold*`) is kept, as the description's author wrote it.
+//! (`*bold*`) is kept, as the description's author wrote it. A description
+//! written in markdown arrives reduced to plain text (`Message::description`):
+//! CommonMark and mrkdwn differ (`**bold**`, `[text](url)`), and Slack would
+//! show the marks.
 
 use serde_json::{Value, json};
 
@@ -194,6 +197,20 @@ mod tests {
                 "high priority",
                 "<https://shop.example.com/orders/42?a=1&amp;b=2|Open>"
             ]
+        );
+    }
+
+    #[test]
+    fn a_markdown_event_is_plain_text_with_the_events_link() {
+        let json = render(&crate::destinations::markdown_event());
+        assert_eq!(
+            json["blocks"][1]["text"]["text"],
+            crate::push::MARKDOWN_AS_TEXT
+        );
+        let context = json["blocks"][2]["elements"].as_array().expect("elements");
+        assert_eq!(
+            context.last().expect("the link")["text"],
+            "<https://ci.example.com/runs/42?tab=log&amp;x=%3C1%3E|Open>"
         );
     }
 

@@ -5,7 +5,9 @@
 //! Every user string has `&`, `<`, `>` and `"` escaped, and the text is
 //! kept within Telegram's 4096 characters as it counts them: once entities
 //! are parsed, the tags gone and the entities decoded. The description is
-//! what is cut, never inside an entity.
+//! what is cut, never inside an entity. A description written in markdown
+//! arrives reduced to plain text (`Message::description`): Telegram's HTML
+//! mode knows none of the block tags markdown makes.
 //!
 //! The bot token is in the request's path: it never appears in a reason
 //! (and the Bot API's descriptions carry none).
@@ -277,6 +279,18 @@ mod tests {
             Some(
                 "💸 Payment failed\nCard <declined> & \"retried\"\n\
                  #payments · billing, stripe · high priority · Open"
+            )
+        );
+    }
+
+    #[test]
+    fn a_markdown_event_is_plain_text_with_the_events_link() {
+        assert_eq!(
+            text(&crate::destinations::markdown_event()),
+            format!(
+                "<b>Deploy 42</b>\n{}\n#deploys · high priority · \
+                 <a href=\"https://ci.example.com/runs/42?tab=log&amp;x=%3C1%3E\">Open</a>",
+                crate::push::MARKDOWN_AS_TEXT
             )
         );
     }

@@ -224,6 +224,18 @@ mod tests {
     }
 
     #[test]
+    fn a_markdown_events_data_has_its_parser_html_and_url() {
+        let body: serde_json::Value =
+            serde_json::from_slice(&body(&crate::destinations::markdown_event())).expect("JSON");
+        let data = &body["data"];
+        assert_eq!(data["description"], crate::push::MARKDOWN, "as written");
+        assert_eq!(data["parser"], "markdown");
+        let html = data["descriptionHtml"].as_str().expect("HTML");
+        assert!(html.contains("<strong>Deploy 42</strong>"), "{html}");
+        assert_eq!(data["url"], crate::destinations::EVENT_URL, "as written");
+    }
+
+    #[test]
     fn answers_are_classified() {
         let delivered = PushOutcome::Delivered { apns_id: None };
         assert_eq!(classify(&Answer::new(200, "")), delivered);

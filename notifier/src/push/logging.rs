@@ -138,6 +138,7 @@ mod tests {
                 alert_key: None,
                 collapse_id: Uuid::nil().to_string(),
                 summary: false,
+                url: None,
             },
         }
     }

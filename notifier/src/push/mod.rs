@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use base64::{Engine as _, engine::general_purpose::URL_SAFE_NO_PAD};
-use common::store::{Event, Scope};
+use common::store::{Event, Parser, Scope};
 use sha2::{Digest as _, Sha256};
 use uuid::Uuid;
 
@@ -29,7 +29,9 @@ pub use router::Router;
 pub struct Alert {
     /// The event's title (the provider prefixes the icon).
     pub title: String,
-    /// The event's description (the provider truncates it to fit APNs' limit).
+    /// The event's description as plain text (a markdown description is
+    /// reduced to its words: no push service renders markdown), cut by
+    /// each provider to fit its limit.
     pub body: Option<String>,
     pub icon: Option<String>,
     pub channel: String,
@@ -44,6 +46,9 @@ pub struct Alert {
     /// the payloads say `summaryId` instead of `eventId`, so a tap opens
     /// the channel rather than an event.
     pub summary: bool,
+    /// Where tapping it leads: the event's `url` ([`web_link`]); a
+    /// summary has none.
+    pub url: Option<String>,
 }
 
 impl Alert {
@@ -51,7 +56,7 @@ impl Alert {
     pub fn of(event: &Event) -> Self {
         Self {
             title: event.title.clone(),
-            body: event.description.clone(),
+            body: plain_description(event),
             icon: event.icon.clone(),
             channel: event.channel_name.clone(),
             event_id: event.id,
@@ -59,6 +64,7 @@ impl Alert {
             alert_key: event.alert_key.clone(),
             collapse_id: collapse_id(&event.scope, event.id, event.alert_key.as_deref()),
             summary: false,
+            url: event.url.as_deref().and_then(web_link),
         }
     }
 
@@ -73,6 +79,28 @@ impl Alert {
             _ => self.title.clone(),
         }
     }
+}
+
+/// `event`'s description as text a notification shows: a markdown one
+/// reduced to its words (none left: no body), a text one as it is.
+fn plain_description(event: &Event) -> Option<String> {
+    let description = event.description.as_deref()?;
+    match event.parser {
+        Parser::Text => Some(description.to_owned()),
+        Parser::Markdown => {
+            Some(common::markdown::to_text(description)).filter(|text| !text.is_empty())
+        }
+    }
+}
+
+/// `url` as a push carries it when it is an http(s) URL with a host (the
+/// API checked that; an event stored some other way is checked again
+/// here): written as the URL standard serialises it, so ASCII only
+/// (a non-ASCII host in punycode, other characters percent-encoded),
+/// which every app's URL parser takes. `None` for anything else.
+pub fn web_link(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    (matches!(parsed.scheme(), "http" | "https") && parsed.host().is_some()).then(|| parsed.into())
 }
 
 /// What a device replaces a notification by (APNs `apns-collapse-id`, Web
@@ -131,6 +159,20 @@ pub(crate) fn fit_body(
     }
 }
 
+/// [`fit_body`] for a message that also carries the alert's `url`: the URL
+/// is never cut (a cut link leads somewhere else), so it is kept whole when
+/// the message fits with it and without a body, and left out otherwise;
+/// the body then has the room that is left.
+pub(crate) fn fit_body_and_url(
+    body: Option<String>,
+    url: Option<&str>,
+    max: usize,
+    render: impl Fn(Option<&str>, Option<&str>) -> Vec<u8>,
+) -> Vec<u8> {
+    let url = url.filter(|url| render(None, Some(url)).len() <= max);
+    fit_body(body, max, |body| render(body, url))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +204,84 @@ mod tests {
         let long = "é".repeat(64);
         assert_eq!(collapse_id(&shop, a, Some(&long)).len(), 32);
     }
+
+    #[test]
+    fn a_markdown_description_is_plain_text_and_a_text_one_stays_as_written() {
+        assert_eq!(markdown_alert().body.as_deref(), Some(MARKDOWN_AS_TEXT));
+        let text = Event {
+            description: Some(MARKDOWN.into()),
+            ..crate::deliver::sample_event("deploys", "Deploy 42", Priority::High)
+        };
+        assert_eq!(Alert::of(&text).body.as_deref(), Some(MARKDOWN));
+        // Nothing left to read once the marks are gone: no body at all.
+        let empty = Event {
+            description: Some("***".into()),
+            parser: Parser::Markdown,
+            ..text
+        };
+        assert_eq!(Alert::of(&empty).body, None);
+    }
+
+    #[test]
+    fn the_link_is_the_events_http_url_written_in_ascii() {
+        assert_eq!(
+            markdown_alert().url.as_deref(),
+            Some("https://ci.example.com/runs/42?tab=log")
+        );
+        assert_eq!(
+            web_link("HTTPS://Bücher.example/ä b").as_deref(),
+            Some("https://xn--bcher-kva.example/%C3%A4%20b")
+        );
+        assert_eq!(
+            web_link("http://127.0.0.1:8080/x").as_deref(),
+            Some("http://127.0.0.1:8080/x")
+        );
+        for refused in [
+            "javascript:alert(1)",
+            "data:text/html,x",
+            "ftp://example.com/f",
+            "mailto:ops@example.com",
+            "/relative",
+            "https://",
+        ] {
+            assert_eq!(web_link(refused), None, "{refused}");
+        }
+        let none = crate::deliver::sample_event("deploys", "Deploy 42", Priority::High);
+        assert_eq!(Alert::of(&none).url, None);
+    }
+
+    #[test]
+    fn a_url_is_kept_whole_or_left_out_and_the_body_fits_around_it() {
+        let render = |body: Option<&str>, url: Option<&str>| {
+            format!("{}|{}", url.unwrap_or_default(), body.unwrap_or_default()).into_bytes()
+        };
+        let fitted = fit_body_and_url(Some("b".repeat(100)), Some("uuuu"), 50, render);
+        let text = String::from_utf8(fitted).expect("UTF-8");
+        assert!(text.starts_with("uuuu|b") && text.ends_with('…'), "{text}");
+        assert!(text.len() <= 50, "{}", text.len());
+        let too_long = "u".repeat(60);
+        let fitted = fit_body_and_url(Some("body".into()), Some(&too_long), 50, render);
+        assert_eq!(fitted, b"|body", "left out, and the body whole");
+    }
+}
+
+/// A description in markdown, and the text a push shows of it.
+#[cfg(test)]
+pub(crate) const MARKDOWN: &str =
+    "**Deploy 42** failed on `main`: see [the log](https://ci.example.com/runs/42).\n\n- eu\n- us";
+#[cfg(test)]
+pub(crate) const MARKDOWN_AS_TEXT: &str = "Deploy 42 failed on main: see the log.\n• eu\n• us";
+
+/// The alert of an event written in markdown, with a link: what the
+/// providers' unit tests render to check what a push shows of both.
+#[cfg(test)]
+pub(crate) fn markdown_alert() -> Alert {
+    Alert::of(&Event {
+        description: Some(MARKDOWN.into()),
+        parser: Parser::Markdown,
+        url: Some("https://ci.example.com/runs/42?tab=log".into()),
+        ..crate::deliver::sample_event("deploys", "Deploy 42", Priority::High)
+    })
 }
 
 /// The alert the providers' unit tests render: every field set.
@@ -177,6 +297,7 @@ pub(crate) fn sample_alert(body: Option<String>, priority: Priority) -> Alert {
         channel: "payments".into(),
         event_id: Uuid::nil(),
         priority,
+        url: Some("https://shop.example.com/orders/42?a=1&b=2".into()),
     }
 }
 

@@ -30,7 +30,13 @@ from ._exceptions import (
 from ._rate_limit import RateLimit
 from ._request import CLIENT_ID
 from ._response import TocsinResponse
-from ._streaming import DEFAULT_IDLE_TIMEOUT, AsyncEventStream, EventStream
+from ._streaming import (
+    DEFAULT_IDLE_TIMEOUT,
+    AsyncEventStream,
+    AsyncLiveStream,
+    EventStream,
+    LiveStream,
+)
 from ._types import NOT_GIVEN, NotGiven
 from ._version import __version__
 
@@ -41,6 +47,8 @@ __all__ = [
     "RateLimit",
     "EventStream",
     "AsyncEventStream",
+    "LiveStream",
+    "AsyncLiveStream",
     "TocsinError",
     "APIError",
     "ValidationError",

@@ -14,18 +14,22 @@ from ._operation import call
 from ._exceptions import TocsinError
 from ._request import CallSpec, Headers, QueryValue, RequestOptions
 from ._response import TocsinResponse
+from ._streaming import DEFAULT_IDLE_TIMEOUT, AsyncLiveStream, LiveStream
 from .resources import (
     AsyncChannels,
     AsyncDevices,
     AsyncEvents,
+    AsyncInsights,
     AsyncStats,
     AsyncUsers,
     Channels,
     Devices,
     Events,
+    Insights,
     Stats,
     Users,
 )
+from .resources.events import _stream_settings
 
 
 def _raw(
@@ -33,10 +37,17 @@ def _raw(
     path: str,
     query: Optional[Mapping[str, QueryValue]],
     body: Optional[Mapping[str, Any]],
+    idempotency_key: Optional[str],
 ) -> CallSpec[Any]:
     if not path.startswith("/"):
         raise TocsinError(f"path must start with / (below base_url), got {path!r}")
-    return CallSpec(method=method.upper(), path=path, cast=lambda data: data, query=query, body=body)
+    method = method.upper()
+    # Every POST carries a key; another method when the caller gives one
+    # (`PATCH /v1/insights`, an increment, is not idempotent either).
+    keyed = method == "POST" or idempotency_key is not None
+    return CallSpec(
+        method=method, path=path, cast=lambda data: data, query=query, body=body, keyed=keyed
+    )
 
 
 def _identify(
@@ -85,8 +96,14 @@ class Tocsin(SyncAPIClient):
 
     @cached_property
     def users(self) -> Users:
-        """`GET /v1/users/{userId}`."""
+        """`GET /v1/users`, `GET /v1/users/{userId}`."""
         return Users(self)
+
+    @cached_property
+    def insights(self) -> Insights:
+        """`POST /v1/insights`, `PATCH /v1/insights`, `GET /v1/insights`,
+        `DELETE /v1/insights/{title}`."""
+        return Insights(self)
 
     @cached_property
     def stats(self) -> Stats:
@@ -112,6 +129,26 @@ class Tocsin(SyncAPIClient):
             ),
         )
 
+    def stream(
+        self,
+        *,
+        channel: Optional[str] = None,
+        last_event_id: Optional[str] = None,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        timeout: Optional[Timeout] = None,
+        extra_headers: Optional[Headers] = None,
+    ) -> LiveStream:
+        """`GET /v1/stream`: every message of the project's live stream from
+        now on — each event recorded (an `Event`), each insight set or
+        incremented (an `Insight`) or deleted (an `InsightDeleted`) — as
+        `events.stream` reconnects (which yields the events alone). `channel`
+        narrows the events only: every insight change arrives. Insight
+        messages are not replayed after a reconnection or `last_event_id`;
+        `insights.list` has them as they stand. See `LiveStream`."""
+        return LiveStream(
+            self, _stream_settings(channel, last_event_id, idle_timeout, timeout, extra_headers)
+        )
+
     def request(
         self,
         method: str,
@@ -125,12 +162,13 @@ class Tocsin(SyncAPIClient):
     ) -> TocsinResponse[Any]:
         """Sends one call of a route this version does not wrap (the admin
         API, a route newer than the client) through the same request loop:
-        the key, retries, idempotency key and errors work as for any call.
+        the key, retries, idempotency key and errors work as for any call
+        (a POST always carries a key; another method when one is given).
         `path` is below `base_url` (e.g. "/admin/v1/organizations"), its
         segments encoded; `query` and `body` use the API's names; `data` is
         the envelope's `data` as parsed JSON."""
         return self._request(
-            _raw(method, path, query, body),
+            _raw(method, path, query, body, idempotency_key),
             RequestOptions(
                 idempotency_key=idempotency_key, timeout=timeout, extra_headers=extra_headers
             ),
@@ -166,6 +204,11 @@ class AsyncTocsin(AsyncAPIClient):
         return AsyncUsers(self)
 
     @cached_property
+    def insights(self) -> AsyncInsights:
+        """See `Tocsin.insights`."""
+        return AsyncInsights(self)
+
+    @cached_property
     def stats(self) -> AsyncStats:
         """See `Tocsin.stats`."""
         return AsyncStats(self)
@@ -188,6 +231,20 @@ class AsyncTocsin(AsyncAPIClient):
             ),
         )
 
+    def stream(
+        self,
+        *,
+        channel: Optional[str] = None,
+        last_event_id: Optional[str] = None,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        timeout: Optional[Timeout] = None,
+        extra_headers: Optional[Headers] = None,
+    ) -> AsyncLiveStream:
+        """`GET /v1/stream`: see `Tocsin.stream`; iterate with `async for`."""
+        return AsyncLiveStream(
+            self, _stream_settings(channel, last_event_id, idle_timeout, timeout, extra_headers)
+        )
+
     async def request(
         self,
         method: str,
@@ -201,7 +258,7 @@ class AsyncTocsin(AsyncAPIClient):
     ) -> TocsinResponse[Any]:
         """A call of a route this version does not wrap: see `Tocsin.request`."""
         return await self._request(
-            _raw(method, path, query, body),
+            _raw(method, path, query, body, idempotency_key),
             RequestOptions(
                 idempotency_key=idempotency_key, timeout=timeout, extra_headers=extra_headers
             ),

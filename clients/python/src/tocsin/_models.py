@@ -10,7 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Dict, List, Literal, Mapping, NamedTuple, Optional, Tuple, TypedDict
+from typing import (
+    Any,
+    Dict,
+    List,
+    Literal,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Tuple,
+    TypedDict,
+    Union,
+)
 
 from ._datetime import parse_datetime
 
@@ -30,16 +41,23 @@ __all__ = [
     'DeviceList',
     'Event',
     'EventList',
+    'EventParser',
     'EventPriority',
     'EventStats',
     'FcmKind',
     'Identity',
+    'Insight',
+    'InsightDeleted',
+    'InsightList',
     'Notification',
     'NotificationState',
     'QuietHours',
     'QuietHoursParam',
     'StatsBucket',
     'StatsBucketSize',
+    'StreamMessage',
+    'User',
+    'UserList',
     'WebPushKey',
     'WebPushKeys',
     'WebPushKind',
@@ -60,6 +78,12 @@ DeviceEnvironment = Literal["production", "sandbox"]
 
 #: Which push service reaches a device.
 DeviceKind = Literal["apns", "webpush", "fcm"]
+
+#: How the description is written: `text` (the default) is shown as it
+#: is; `markdown` (CommonMark, with tables and ~~strikethrough~~) is shown
+#: rendered and sanitised on the feed (`descriptionHtml`), and reduced to
+#: readable text in pushes and chat messages.
+EventParser = Literal["text", "markdown"]
 
 #: How insistently an event's push alerts: `low` is shown quietly (no
 #: sound; APNs interruption level `passive`, Web Push `Urgency: low`, FCM
@@ -136,6 +160,28 @@ class DeviceDeleted:
         return cls(
             id=data["id"],
             deleted=data["deleted"],
+        )
+
+
+@dataclass(frozen=True)
+class InsightDeleted:
+    """A deleted insight: what a deletion answers, and the data of a stream's
+    `insight-deleted` message.
+
+    (schema `DeletedInsight`)
+    """
+
+    title: str
+    #: Always true.
+    deleted: bool
+    deleted_at: datetime
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "InsightDeleted":
+        return cls(
+            title=data["title"],
+            deleted=data["deleted"],
+            deleted_at=parse_datetime(data["deletedAt"]),
         )
 
 
@@ -255,7 +301,17 @@ class Event:
     priority: EventPriority
     #: The key its push replaces earlier pushes of on the device, if any.
     alert_key: Optional[str]
-    #: When the event was recorded (RFC 3339, UTC).
+    #: How `description` is written: `text` or `markdown`.
+    parser: EventParser
+    #: The description rendered as HTML when it is markdown, sanitised:
+    #: no raw HTML, no scripts or event handlers, links to http(s) and
+    #: mailto only, each with `rel="noopener noreferrer"`, images as links;
+    #: null for a text description.
+    description_html: Optional[str]
+    #: Where tapping the alert leads, if anywhere.
+    url: Optional[str]
+    #: When the event happened (RFC 3339, UTC): when it was recorded, or
+    #: the `timestamp` it was recorded at.
     created_at: datetime
     #: Where the event's push notification stands.
     notification: Notification
@@ -275,6 +331,9 @@ class Event:
             source=data["source"],
             priority=data["priority"],
             alert_key=data["alertKey"],
+            parser=data["parser"],
+            description_html=data["descriptionHtml"],
+            url=data["url"],
             created_at=parse_datetime(data["createdAt"]),
             notification=Notification.from_json(data["notification"]),
         )
@@ -344,7 +403,7 @@ class StatsBucket:
 
 @dataclass(frozen=True)
 class Identity:
-    """A user identity as stored after the update.
+    """A user identity as stored, with the counters its events keep.
 
     (schema `IdentityOut`)
     """
@@ -354,10 +413,19 @@ class Identity:
     properties: Dict[str, Any]
     #: Every alias added so far, in first-seen order.
     aliases: List[str]
-    #: When the user was first identified.
+    #: When its record was made: its first identify call, or the time of
+    #: the event that made it.
     created_at: datetime
-    #: When the user was last identified.
+    #: When identify last changed it (`createdAt` if never).
     updated_at: datetime
+    #: The earliest time the user was seen: its earliest event's
+    #: `createdAt`, or an identify call.
+    first_seen_at: datetime
+    #: The latest time the user was seen.
+    last_seen_at: datetime
+    #: How many events were recorded for the user, under its id or an
+    #: alias (events retention has removed since included).
+    event_count: int
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Identity":
@@ -365,6 +433,56 @@ class Identity:
             user_id=data["user_id"],
             properties=dict(data["properties"]),
             aliases=list(data["aliases"]),
+            created_at=parse_datetime(data["createdAt"]),
+            updated_at=parse_datetime(data["updatedAt"]),
+            first_seen_at=parse_datetime(data["firstSeenAt"]),
+            last_seen_at=parse_datetime(data["lastSeenAt"]),
+            event_count=data["eventCount"],
+        )
+
+
+@dataclass(frozen=True)
+class InsightList:
+    """Every insight of the project.
+
+    (schema `InsightList`)
+    """
+
+    #: In the order they were created (then by title).
+    insights: List[Insight]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "InsightList":
+        return cls(
+            insights=[Insight.from_json(item0) for item0 in data["insights"]],
+        )
+
+
+@dataclass(frozen=True)
+class Insight:
+    """An insight as stored.
+
+    (schema `InsightOut`)
+    """
+
+    #: Its name, unique in its project.
+    title: str
+    #: A string, a number (an integer stays one while only integers are
+    #: added to it) or a boolean.
+    value: Union[str, float, bool]
+    #: The emoji its tile shows, or null.
+    icon: Optional[str]
+    #: When it was created.
+    created_at: datetime
+    #: When it was last set or incremented.
+    updated_at: datetime
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Insight":
+        return cls(
+            title=data["title"],
+            value=data["value"],
+            icon=data["icon"],
             created_at=parse_datetime(data["createdAt"]),
             updated_at=parse_datetime(data["updatedAt"]),
         )
@@ -463,6 +581,69 @@ class QuietHours:
 
 
 @dataclass(frozen=True)
+class UserList:
+    """One page of users.
+
+    (schema `UserPage`)
+    """
+
+    #: Most recently seen first.
+    items: List[User]
+    #: Pass as `cursor` to get the next page; null on the last page.
+    next_cursor: Optional[str]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "UserList":
+        return cls(
+            items=[User.from_json(item0) for item0 in data["items"]],
+            next_cursor=data["nextCursor"],
+        )
+
+
+@dataclass(frozen=True)
+class User:
+    """A user as listed: its id, what identify said of it, and the counters
+    its events keep.
+
+    (schema `UserOut`)
+    """
+
+    #: The caller's own id for the user.
+    user_id: str
+    #: Every property set so far.
+    properties: Dict[str, Any]
+    #: Every alias added so far, in first-seen order. Events recorded
+    #: under one count for this user.
+    aliases: List[str]
+    #: The earliest time the user was seen: its earliest event's
+    #: `createdAt`, or an identify call.
+    first_seen_at: datetime
+    #: The latest time the user was seen.
+    last_seen_at: datetime
+    #: How many events were recorded for the user, under its id or an
+    #: alias (events retention has removed since included).
+    event_count: int
+    #: When its record was made: its first identify call, or the time of
+    #: the event that made it.
+    created_at: datetime
+    #: When identify last changed it (`createdAt` if never).
+    updated_at: datetime
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "User":
+        return cls(
+            user_id=data["userId"],
+            properties=dict(data["properties"]),
+            aliases=list(data["aliases"]),
+            first_seen_at=parse_datetime(data["firstSeenAt"]),
+            last_seen_at=parse_datetime(data["lastSeenAt"]),
+            event_count=data["eventCount"],
+            created_at=parse_datetime(data["createdAt"]),
+            updated_at=parse_datetime(data["updatedAt"]),
+        )
+
+
+@dataclass(frozen=True)
 class WebPushKey:
     """The key browsers subscribe with.
 
@@ -536,6 +717,10 @@ class WebPushKeys(_WebPushKeysRequired, total=True):
     """
 
 
+#: The data of one message of the stream.
+StreamMessage = Union[Event, Insight, InsightDeleted]
+
+
 class Operation(NamedTuple):
     """One public /v1 operation: what its method sends, in Python and wire names."""
 
@@ -549,6 +734,9 @@ class Operation(NamedTuple):
     body: Dict[str, str]
     #: The body fields the call cannot do without (Python names).
     required_body: Tuple[str, ...]
+    #: It takes an Idempotency-Key: a write that is not idempotent by
+    #: itself (every POST, and an insight's increment).
+    idempotency_key: bool
     #: The type of the result's `data` (of each item, for a stream).
     result: str
 
@@ -560,8 +748,9 @@ OPERATIONS: Dict[str, Operation] = {
         path='/v1/events',
         path_params=(),
         query={},
-        body={'channel_name': 'channelName', 'title': 'title', 'description': 'description', 'icon': 'icon', 'tags': 'tags', 'metadata': 'metadata', 'user_id': 'userId', 'notify': 'notify', 'source': 'source', 'priority': 'priority', 'alert_key': 'alertKey'},
+        body={'channel_name': 'channelName', 'title': 'title', 'description': 'description', 'icon': 'icon', 'tags': 'tags', 'metadata': 'metadata', 'user_id': 'userId', 'notify': 'notify', 'source': 'source', 'priority': 'priority', 'alert_key': 'alertKey', 'parser': 'parser', 'url': 'url', 'timestamp': 'timestamp'},
         required_body=('channel_name', 'title'),
+        idempotency_key=True,
         result='Event',
     ),
     'listEvents': Operation(
@@ -571,6 +760,7 @@ OPERATIONS: Dict[str, Operation] = {
         query={'channel': 'channel', 'tag': 'tag', 'user_id': 'userId', 'q': 'q', 'since': 'since', 'until': 'until', 'limit': 'limit', 'cursor': 'cursor'},
         body={},
         required_body=(),
+        idempotency_key=False,
         result='EventList',
     ),
     'getEvent': Operation(
@@ -580,6 +770,7 @@ OPERATIONS: Dict[str, Operation] = {
         query={},
         body={},
         required_body=(),
+        idempotency_key=False,
         result='Event',
     ),
     'listChannels': Operation(
@@ -589,6 +780,7 @@ OPERATIONS: Dict[str, Operation] = {
         query={},
         body={},
         required_body=(),
+        idempotency_key=False,
         result='ChannelList',
     ),
     'eventStats': Operation(
@@ -598,6 +790,7 @@ OPERATIONS: Dict[str, Operation] = {
         query={'channel': 'channel', 'since': 'since', 'until': 'until', 'bucket': 'bucket'},
         body={},
         required_body=(),
+        idempotency_key=False,
         result='EventStats',
     ),
     'streamEvents': Operation(
@@ -607,7 +800,8 @@ OPERATIONS: Dict[str, Operation] = {
         query={'channel': 'channel', 'last_event_id': 'lastEventId'},
         body={},
         required_body=(),
-        result='Event',
+        idempotency_key=False,
+        result='StreamMessage',
     ),
     'identify': Operation(
         method='POST',
@@ -616,6 +810,7 @@ OPERATIONS: Dict[str, Operation] = {
         query={},
         body={'user_id': 'user_id', 'properties': 'properties', 'aliases': 'aliases'},
         required_body=('user_id',),
+        idempotency_key=True,
         result='Identity',
     ),
     'getUser': Operation(
@@ -625,7 +820,58 @@ OPERATIONS: Dict[str, Operation] = {
         query={},
         body={},
         required_body=(),
+        idempotency_key=False,
         result='Identity',
+    ),
+    'listUsers': Operation(
+        method='GET',
+        path='/v1/users',
+        path_params=(),
+        query={'q': 'q', 'property': 'property', 'limit': 'limit', 'cursor': 'cursor'},
+        body={},
+        required_body=(),
+        idempotency_key=False,
+        result='UserList',
+    ),
+    'setInsight': Operation(
+        method='POST',
+        path='/v1/insights',
+        path_params=(),
+        query={},
+        body={'title': 'title', 'value': 'value', 'icon': 'icon'},
+        required_body=('title', 'value'),
+        idempotency_key=True,
+        result='Insight',
+    ),
+    'listInsights': Operation(
+        method='GET',
+        path='/v1/insights',
+        path_params=(),
+        query={},
+        body={},
+        required_body=(),
+        idempotency_key=False,
+        result='InsightList',
+    ),
+    'incrementInsight': Operation(
+        method='PATCH',
+        path='/v1/insights',
+        path_params=(),
+        query={},
+        body={'title': 'title', 'value': 'value', 'icon': 'icon'},
+        required_body=('title', 'value'),
+        idempotency_key=True,
+        result='Insight',
+    ),
+    'deleteInsight': Operation(
+        method='DELETE',
+        path='/v1/insights/{title}',
+        path_params=('title',),
+        query={},
+        body={},
+        required_body=(),
+        idempotency_key=False,
+        result='InsightDeleted',
     ),
     'registerDevice': Operation(
         method='POST',
@@ -634,6 +880,7 @@ OPERATIONS: Dict[str, Operation] = {
         query={},
         body={'kind': 'kind', 'token': 'token', 'environment': 'environment', 'name': 'name', 'channels': 'channels', 'tags': 'tags', 'min_priority': 'minPriority', 'quiet_hours': 'quietHours', 'burst': 'burst', 'subscription': 'subscription'},
         required_body=(),
+        idempotency_key=True,
         result='Device',
     ),
     'listDevices': Operation(
@@ -643,6 +890,7 @@ OPERATIONS: Dict[str, Operation] = {
         query={},
         body={},
         required_body=(),
+        idempotency_key=False,
         result='DeviceList',
     ),
     'getWebPushKey': Operation(
@@ -652,6 +900,7 @@ OPERATIONS: Dict[str, Operation] = {
         query={},
         body={},
         required_body=(),
+        idempotency_key=False,
         result='WebPushKey',
     ),
     'updateDevice': Operation(
@@ -661,6 +910,7 @@ OPERATIONS: Dict[str, Operation] = {
         query={},
         body={'name': 'name', 'channels': 'channels', 'tags': 'tags', 'min_priority': 'minPriority', 'quiet_hours': 'quietHours', 'burst': 'burst'},
         required_body=(),
+        idempotency_key=False,
         result='Device',
     ),
     'deleteDevice': Operation(
@@ -670,6 +920,7 @@ OPERATIONS: Dict[str, Operation] = {
         query={},
         body={},
         required_body=(),
+        idempotency_key=False,
         result='DeviceDeleted',
     ),
 }

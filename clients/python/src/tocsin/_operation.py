@@ -35,6 +35,7 @@ def call(
         method=operation.method,
         path=url,
         cast=cast,
+        keyed=operation.idempotency_key,
         query=wire_fields(operation.query, query) if query else None,
         body=(
             wire_fields(operation.body, body, none_clears=none_clears) if body is not None else None

@@ -45,14 +45,19 @@ class CallSpec(Generic[T]):
     query: Optional[Mapping[str, QueryValue]] = None
     #: The JSON body, in the API's names.
     body: Optional[Mapping[str, Any]] = None
+    #: The call is not idempotent by itself (every POST, an insight's
+    #: increment): it carries an Idempotency-Key, the caller's or one made
+    #: for it, so a retry never does the work twice.
+    keyed: bool = False
 
 
 @dataclass(frozen=True)
 class RequestOptions:
     """The per-call options every method takes as keyword arguments."""
 
-    #: POST only: makes the call safe to repeat; the server replays the first
-    #: answer for 24 hours. One is made for every POST that has none.
+    #: Calls that are not idempotent by themselves only (POST, an insight's
+    #: increment): makes the call safe to repeat; the server replays the
+    #: first answer for 24 hours. One is made for every such call that has none.
     idempotency_key: Optional[str] = None
     #: Overrides the client's timeout for this call (each attempt).
     timeout: Optional[Timeout] = None
@@ -88,18 +93,24 @@ def wire_fields(
     }
 
 
+def rfc3339(name: str, value: datetime) -> str:
+    """An aware datetime as RFC 3339 in UTC (`2026-03-01T09:30:00.123456Z`).
+    A naive one is refused, naming the argument: it is local time or UTC
+    depending on who made it, and guessing would shift it by hours without
+    a word."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise TocsinError(
+            f"{name} must be a timezone-aware datetime (e.g. datetime.now(timezone.utc)), "
+            f"got the naive {value.isoformat()}"
+        )
+    return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
 def _query_text(name: str, value: Union[str, int, bool, datetime]) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, datetime):
-        # A naive datetime is local time or UTC depending on who made it;
-        # guessing would shift the window by hours without a word.
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise TocsinError(
-                f"{name} must be a timezone-aware datetime (e.g. datetime.now(timezone.utc)), "
-                f"got the naive {value.isoformat()}"
-            )
-        return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+        return rfc3339(name, value)
     return str(value)
 
 
@@ -137,20 +148,24 @@ def build_request(
     extra: Optional[Headers] = None,
 ) -> Tuple[httpx.Request, bool]:
     """The request of every attempt of one call, and whether it carries an
-    Idempotency-Key. Built once, so every retry of a POST sends the same key:
-    the caller's, or a random UUID made here when the caller gave none."""
+    Idempotency-Key. Built once, so every retry of a keyed call (a POST, an
+    insight's increment) sends the same key: the caller's, or a random UUID
+    made here when the caller gave none."""
     headers = request_headers(config, {**(extra or {}), **(options.extra_headers or {})})
     content: Optional[bytes] = None
     if spec.body is not None:
         content = json.dumps(spec.body, ensure_ascii=False, separators=(",", ":")).encode()
         headers["Content-Type"] = "application/json"
-    if spec.method == "POST":
+    if spec.keyed:
         if options.idempotency_key is not None and options.idempotency_key.strip() == "":
             raise TocsinError("idempotency_key must be a non-empty string")
         if not any(key.lower() == "idempotency-key" for key in headers):
             headers["Idempotency-Key"] = options.idempotency_key or str(uuid.uuid4())
     elif options.idempotency_key is not None:
-        raise TocsinError(f"idempotency_key applies to POST calls only, not {spec.method}")
+        raise TocsinError(
+            "idempotency_key applies to POST calls and insights.increment only, "
+            f"not {spec.method} {spec.path}"
+        )
     has_key = any(key.lower() == "idempotency-key" for key in headers)
 
     query: List[Tuple[str, Union[str, int, float, bool, None]]] = [

@@ -1,10 +1,16 @@
-"""`events.stream`: live events over Server-Sent Events, kept open across
-dropped connections. After a drop the stream reconnects with backoff and
-sends the id of the last event it handed out in `Last-Event-ID`, so the
-server replays what was recorded in between: no event is lost or repeated.
+"""`events.stream` and `client.stream`: `GET /v1/stream` over Server-Sent
+Events, kept open across dropped connections. After a drop the stream
+reconnects with backoff and sends the id of the last event it handed out in
+`Last-Event-ID`, so the server replays what was recorded in between: no
+event is lost or repeated.
+
+The stream carries events (`event: event`, with an `id:`) and the changes of
+the project's insights (`event: insight`, `event: insight-deleted`, without
+one). `EventStream` yields the events alone; `LiveStream` yields all three,
+as `StreamMessage` (an `Event`, an `Insight` or an `InsightDeleted`).
 
 `StreamState` decides everything (what to send, what an answer means, how
-long to wait); `EventStream` and `AsyncEventStream` only do the I/O.
+long to wait); the stream classes only do the I/O.
 """
 
 from __future__ import annotations
@@ -14,14 +20,19 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import (
     TYPE_CHECKING,
+    Any,
     AsyncGenerator,
     AsyncIterator,
+    Callable,
     Dict,
     Generator,
+    Generic,
     Iterator,
     List,
+    Mapping,
     Optional,
     Type,
+    TypeVar,
     Union,
 )
 
@@ -29,12 +40,12 @@ import httpx
 
 from ._config import resolve_timeout
 from ._exceptions import APIConnectionError, TocsinError
-from ._models import Event
+from ._models import Event, Insight, InsightDeleted, StreamMessage
 from ._rate_limit import parse_rate_limit, parse_retry_after
 from ._request import CallSpec, RequestOptions, build_request
 from ._response import Failure, error_from_response, transport_failure
 from ._retry import INITIAL_DELAY, MAX_DELAY, backoff_delay, is_retryable_status, retry_delay
-from ._sse import SseParser
+from ._sse import SseMessage, SseParser
 
 if TYPE_CHECKING:
     from ._base_client import AsyncAPIClient, SyncAPIClient
@@ -46,16 +57,61 @@ DEFAULT_IDLE_TIMEOUT = 45.0
 #: turn an outage into a busy loop.
 MIN_RECONNECT_DELAY = 0.1
 
+#: What a stream yields: an Event, or any StreamMessage.
+M = TypeVar("M")
+
+#: Each message type of the stream, and how its data is read.
+_READERS: Dict[str, Callable[[Mapping[str, Any]], StreamMessage]] = {
+    "event": Event.from_json,
+    "insight": Insight.from_json,
+    "insight-deleted": InsightDeleted.from_json,
+}
 
 
 def _no_data(_: object) -> None:
     """A stream's answer has no envelope to read."""
 
 
-class StreamState:
-    """Where a stream stands across its connections."""
+def _parse(message: SseMessage) -> StreamMessage:
+    try:
+        return _READERS[message.type](json.loads(message.data))
+    except (ValueError, KeyError, TypeError) as exc:
+        what = "an event" if message.type == "event" else f"an {message.type} message"
+        raise TocsinError(
+            f"The event stream sent {what} this client cannot read: {message.data[:200]!r}"
+        ) from exc
 
-    def __init__(self, *, max_retries: int, last_event_id: Optional[str]) -> None:
+
+def read_event(message: SseMessage) -> Optional[Event]:
+    """The event of an `event` message; None for the other types, skipped
+    unread (insight changes; types for later use, which old clients skip)."""
+    if message.type != "event":
+        return None
+    event = _parse(message)
+    assert isinstance(event, Event)
+    return event
+
+
+def read_message(message: SseMessage) -> Optional[StreamMessage]:
+    """The data of a message of a known type; None for the others (types
+    for later use: old clients skip them)."""
+    if message.type not in _READERS:
+        return None
+    return _parse(message)
+
+
+class StreamState(Generic[M]):
+    """Where a stream stands across its connections. `read` turns a message
+    into what the stream yields, or None to skip it."""
+
+    def __init__(
+        self,
+        *,
+        max_retries: int,
+        last_event_id: Optional[str],
+        read: Callable[[SseMessage], Optional[M]],
+    ) -> None:
+        self._read = read
         self._parser = SseParser(last_event_id or "")
         self._max_retries = max_retries
         self._opened = False
@@ -96,27 +152,22 @@ class StreamState:
         self._failures = 0
         return None
 
-    def feed(self, chunk: bytes) -> List[Event]:
-        """The events a chunk completed. Each one's id is taken as it is
+    def feed(self, chunk: bytes) -> List[M]:
+        """What a chunk completed, read. Each event's id is taken as it is
         handed out (see `handed_out`), not here."""
-        events = []
+        items = []
         for message in self._parser.push(chunk):
-            if message.type != "event":
-                continue  # other types are for later use; old clients skip them
-            try:
-                event = Event.from_json(json.loads(message.data))
-            except (ValueError, KeyError, TypeError) as exc:
-                raise TocsinError(
-                    f"The event stream sent an event this client cannot read: {message.data[:200]!r}"
-                ) from exc
-            events.append(event)
-        return events
+            item = self._read(message)
+            if item is not None:
+                items.append(item)
+        return items
 
-    def handed_out(self, event: Event) -> None:
+    def handed_out(self, item: M) -> None:
         # From the event, not the parser: one chunk can complete several
         # events, and a consumer that stops after the first must not resume
-        # after the last.
-        self.last_event_id = event.id
+        # after the last. Insight messages carry no id: the position stays.
+        if isinstance(item, Event):
+            self.last_event_id = item.id
 
     def broken(self, exc: httpx.TransportError, request: httpx.Request) -> Failure:
         if isinstance(exc, httpx.ReadTimeout) and self._opened:
@@ -156,7 +207,7 @@ class StreamState:
 
 @dataclass(frozen=True)
 class StreamSettings:
-    """What `events.stream` was asked for."""
+    """What `events.stream` or `client.stream` was asked for."""
 
     query: Dict[str, Optional[str]]
     last_event_id: Optional[str]
@@ -164,15 +215,20 @@ class StreamSettings:
     idle_timeout: float
 
 
-class _StreamBase:
-    """What both streams hold: their settings and where they stand."""
+class _StreamBase(Generic[M]):
+    """What every stream holds: its settings and where it stands."""
+
+    _state: StreamState[M]
 
     def __init__(
-        self, client: Union["SyncAPIClient", "AsyncAPIClient"], stream: StreamSettings
+        self,
+        client: Union["SyncAPIClient", "AsyncAPIClient"],
+        stream: StreamSettings,
+        read: Callable[[SseMessage], Optional[M]],
     ) -> None:
         self._settings = stream
         self._state = StreamState(
-            max_retries=client.max_retries, last_event_id=stream.last_event_id
+            max_retries=client.max_retries, last_event_id=stream.last_event_id, read=read
         )
 
     @property
@@ -200,33 +256,28 @@ class _StreamBase:
         return request
 
 
-class EventStream(_StreamBase):
-    """The project's events as they are recorded, as an iterator. Leaving the
-    loop does not close the connection by itself in every Python: use it as a
-    context manager, or call `close()`.
+class _SyncStream(_StreamBase[M]):
+    """The blocking stream, on the client's httpx.Client."""
 
-        with client.events.stream(channel="payments") as stream:
-            for event in stream:
-                print(event.title)
-    """
-
-    def __init__(self, client: "SyncAPIClient", stream: StreamSettings) -> None:
-        super().__init__(client, stream)
+    def __init__(
+        self,
+        client: "SyncAPIClient",
+        stream: StreamSettings,
+        read: Callable[[SseMessage], Optional[M]],
+    ) -> None:
+        super().__init__(client, stream, read)
         self._client = client
         self._iterator = self._run()
 
-    def __iter__(self) -> Iterator[Event]:
+    def __iter__(self) -> Iterator[M]:
         return self
 
-    def __next__(self) -> Event:
+    def __next__(self) -> M:
         return next(self._iterator)
 
     def close(self) -> None:
         """Closes the connection; the loop ends."""
         self._iterator.close()
-
-    def __enter__(self) -> "EventStream":
-        return self
 
     def __exit__(
         self,
@@ -236,7 +287,7 @@ class EventStream(_StreamBase):
     ) -> None:
         self.close()
 
-    def _run(self) -> Generator[Event, None, None]:
+    def _run(self) -> Generator[M, None, None]:
         client, state, http = self._client, self._state, self._client._http
         while True:
             request = self._request(client)
@@ -255,9 +306,9 @@ class EventStream(_StreamBase):
                     failure = state.refusal(response)
                     if failure is None:
                         for chunk in response.iter_bytes():
-                            for event in state.feed(chunk):
-                                state.handed_out(event)
-                                yield event
+                            for item in state.feed(chunk):
+                                state.handed_out(item)
+                                yield item
                 except httpx.TransportError as exc:
                     failure = state.broken(exc, request)
                 finally:
@@ -265,31 +316,28 @@ class EventStream(_StreamBase):
             client._sleep(state.next_delay(failure))
 
 
-class AsyncEventStream(_StreamBase):
-    """The async twin of `EventStream`:
+class _AsyncStream(_StreamBase[M]):
+    """The same stream with `await`, on the client's httpx.AsyncClient."""
 
-    async with client.events.stream(channel="payments") as stream:
-        async for event in stream:
-            print(event.title)
-    """
-
-    def __init__(self, client: "AsyncAPIClient", stream: StreamSettings) -> None:
-        super().__init__(client, stream)
+    def __init__(
+        self,
+        client: "AsyncAPIClient",
+        stream: StreamSettings,
+        read: Callable[[SseMessage], Optional[M]],
+    ) -> None:
+        super().__init__(client, stream, read)
         self._client = client
         self._iterator = self._run()
 
-    def __aiter__(self) -> AsyncIterator[Event]:
+    def __aiter__(self) -> AsyncIterator[M]:
         return self
 
-    async def __anext__(self) -> Event:
+    async def __anext__(self) -> M:
         return await self._iterator.__anext__()
 
     async def close(self) -> None:
         """Closes the connection; the loop ends."""
         await self._iterator.aclose()
-
-    async def __aenter__(self) -> "AsyncEventStream":
-        return self
 
     async def __aexit__(
         self,
@@ -299,7 +347,7 @@ class AsyncEventStream(_StreamBase):
     ) -> None:
         await self.close()
 
-    async def _run(self) -> AsyncGenerator[Event, None]:
+    async def _run(self) -> AsyncGenerator[M, None]:
         client, state, http = self._client, self._state, self._client._http
         while True:
             request = self._request(client)
@@ -318,11 +366,82 @@ class AsyncEventStream(_StreamBase):
                     failure = state.refusal(response)
                     if failure is None:
                         async for chunk in response.aiter_bytes():
-                            for event in state.feed(chunk):
-                                state.handed_out(event)
-                                yield event
+                            for item in state.feed(chunk):
+                                state.handed_out(item)
+                                yield item
                 except httpx.TransportError as exc:
                     failure = state.broken(exc, request)
                 finally:
                     await response.aclose()
             await client._sleep(state.next_delay(failure))
+
+
+class EventStream(_SyncStream[Event]):
+    """The project's events as they are recorded, as an iterator (the
+    stream's insight messages are skipped: `client.stream` yields them).
+    Leaving the loop does not close the connection by itself in every
+    Python: use it as a context manager, or call `close()`.
+
+        with client.events.stream(channel="payments") as stream:
+            for event in stream:
+                print(event.title)
+    """
+
+    def __init__(self, client: "SyncAPIClient", stream: StreamSettings) -> None:
+        super().__init__(client, stream, read_event)
+
+    def __enter__(self) -> "EventStream":
+        return self
+
+
+class AsyncEventStream(_AsyncStream[Event]):
+    """The async twin of `EventStream`:
+
+    async with client.events.stream(channel="payments") as stream:
+        async for event in stream:
+            print(event.title)
+    """
+
+    def __init__(self, client: "AsyncAPIClient", stream: StreamSettings) -> None:
+        super().__init__(client, stream, read_event)
+
+    async def __aenter__(self) -> "AsyncEventStream":
+        return self
+
+
+class LiveStream(_SyncStream[StreamMessage]):
+    """Every message of the project's live stream, as an iterator: each
+    event recorded (an `Event`), each insight set or incremented (an
+    `Insight`, as `insights.list` lists it) and each insight deleted (an
+    `InsightDeleted`). Tell them apart with `isinstance`:
+
+        with client.stream() as stream:
+            for message in stream:
+                if isinstance(message, tocsin.types.Event):
+                    print("event", message.title)
+                elif isinstance(message, tocsin.types.Insight):
+                    print("insight", message.title, message.value)
+                else:
+                    print("deleted", message.title)
+
+    `last_event_id` is the last event's id: insight messages have none, and
+    are not replayed after a reconnection (`insights.list` has them as they
+    stand).
+    """
+
+    def __init__(self, client: "SyncAPIClient", stream: StreamSettings) -> None:
+        super().__init__(client, stream, read_message)
+
+    def __enter__(self) -> "LiveStream":
+        return self
+
+
+class AsyncLiveStream(_AsyncStream[StreamMessage]):
+    """The async twin of `LiveStream`: `async with client.stream() as
+    stream: async for message in stream: ...`."""
+
+    def __init__(self, client: "AsyncAPIClient", stream: StreamSettings) -> None:
+        super().__init__(client, stream, read_message)
+
+    async def __aenter__(self) -> "AsyncLiveStream":
+        return self

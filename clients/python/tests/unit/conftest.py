@@ -71,11 +71,59 @@ def event_json(**overrides: Any) -> Dict[str, Any]:
         "source": None,
         "priority": "normal",
         "alertKey": None,
+        "parser": "text",
+        "descriptionHtml": None,
+        "url": None,
         "createdAt": "2026-11-22T10:00:00.000+00:00",
         "notification": {"state": "queued"},
     }
     event.update(overrides)
     return event
+
+
+def identity_json(**overrides: Any) -> Dict[str, Any]:
+    """A user as identify and `GET /v1/users/{userId}` answer with it."""
+    identity = {
+        "user_id": "user_7",
+        "properties": {},
+        "aliases": [],
+        "createdAt": "2026-11-22T10:00:00Z",
+        "updatedAt": "2026-11-22T10:00:00Z",
+        "firstSeenAt": "2026-11-22T10:00:00Z",
+        "lastSeenAt": "2026-11-22T10:00:00Z",
+        "eventCount": 0,
+    }
+    identity.update(overrides)
+    return identity
+
+
+def user_json(**overrides: Any) -> Dict[str, Any]:
+    """A user as `GET /v1/users` lists it."""
+    user = {
+        "userId": "user_7",
+        "properties": {"plan": "pro"},
+        "aliases": ["ada@example.com"],
+        "firstSeenAt": "2026-11-20T09:30:00Z",
+        "lastSeenAt": "2026-11-22T10:00:00Z",
+        "eventCount": 4,
+        "createdAt": "2026-11-20T09:30:00Z",
+        "updatedAt": "2026-11-22T10:00:00Z",
+    }
+    user.update(overrides)
+    return user
+
+
+def insight_json(**overrides: Any) -> Dict[str, Any]:
+    """An insight as the service answers with it."""
+    insight = {
+        "title": "Revenue today",
+        "value": 1250,
+        "icon": "💰",
+        "createdAt": "2026-11-22T10:00:00.000+00:00",
+        "updatedAt": "2026-11-22T10:00:00.000+00:00",
+    }
+    insight.update(overrides)
+    return insight
 
 
 def device_json(**overrides: Any) -> Dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 
 import tocsin
 
-from .conftest import API_KEY, Recorder, device_json, envelope, error, event_json, make_async_client, make_client
+from .conftest import API_KEY, Recorder, device_json, envelope, error, event_json, identity_json, make_async_client, make_client
 
 
 def test_the_key_and_base_url_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,7 +156,7 @@ def test_request_fields_are_snake_case_and_sent_in_the_apis_camel_case() -> None
 
 
 def test_identify_sends_user_id_as_the_api_spells_it() -> None:
-    identity = {"user_id": "u1", "properties": {}, "aliases": [], "createdAt": "2026-11-22T10:00:00Z", "updatedAt": "2026-11-22T10:00:00Z"}
+    identity = identity_json(user_id="u1")
     recorder = Recorder([envelope(identity)])
     result = make_client(recorder).identify(user_id="u1", aliases=["a@example.com"])
     assert recorder.body() == {"user_id": "u1", "aliases": ["a@example.com"]}
@@ -185,7 +185,7 @@ def test_a_naive_datetime_is_refused_before_anything_is_sent() -> None:
 
 
 def test_ids_are_url_encoded_and_an_empty_id_is_refused() -> None:
-    identity = {"user_id": "a/b c", "properties": {}, "aliases": [], "createdAt": "2026-11-22T10:00:00Z", "updatedAt": "2026-11-22T10:00:00Z"}
+    identity = identity_json(user_id="a/b c")
     recorder = Recorder([envelope(identity)])
     client = make_client(recorder)
     client.users.get("a/b c")

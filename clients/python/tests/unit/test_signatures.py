@@ -25,6 +25,11 @@ METHODS: Dict[str, str] = {
     "streamEvents": "events.stream",
     "identify": "identify",
     "getUser": "users.get",
+    "listUsers": "users.list",
+    "setInsight": "insights.set",
+    "incrementInsight": "insights.increment",
+    "listInsights": "insights.list",
+    "deleteInsight": "insights.delete",
     "listChannels": "channels.list",
     "eventStats": "stats.events",
     "registerDevice": "devices.create",
@@ -37,6 +42,10 @@ METHODS: Dict[str, str] = {
 #: Options every call takes, which are not fields of the request.
 CALL_OPTIONS = {"timeout", "extra_headers"}
 STREAM_OPTIONS = {"idle_timeout"}
+
+#: Arguments named otherwise than the field they fill: an increment takes
+#: `by`, sent as its `value` (`{"$inc": by}`).
+RENAMED: Dict[str, Dict[str, str]] = {"incrementInsight": {"by": "value"}}
 
 
 def snake(name: str) -> str:
@@ -68,15 +77,17 @@ def test_a_methods_arguments_are_its_operations_fields(client: object, operation
 
     assert positional == [snake(name) for name in operation.path_params]
     options = set(CALL_OPTIONS)
-    if operation.method == "POST":
+    if operation.idempotency_key:  # every POST, and an insight's increment
         options.add("idempotency_key")
     if operation_id == "streamEvents":
         options |= STREAM_OPTIONS
-    assert set(keywords) - options == set(operation.query) | set(operation.body)
+    renamed = RENAMED.get(operation_id, {})
+    fields = {renamed.get(name, name): param for name, param in keywords.items()}
+    assert set(fields) - options == set(operation.query) | set(operation.body)
     assert options <= set(keywords), "every call takes the per-call options"
     for name in operation.required_body:
-        assert keywords[name].default is inspect.Parameter.empty, f"{name} is required"
-    for name, param in keywords.items():
+        assert fields[name].default is inspect.Parameter.empty, f"{name} is required"
+    for name, param in fields.items():
         if name not in operation.required_body:
             assert param.default is not inspect.Parameter.empty, f"{name} is optional"
 
@@ -87,21 +98,36 @@ def test_a_methods_result_is_its_operations_schema(client: object, operation_id:
     fn = method(client, METHODS[operation_id])
     returned = typing.get_type_hints(fn)["return"]
     if operation_id == "streamEvents":
+        # events.stream yields the events of the stream, one of its kinds of message.
         assert returned in (tocsin.EventStream, tocsin.AsyncEventStream)
-        data = tocsin.types.Event
-    else:
-        assert typing.get_origin(returned) is tocsin.TocsinResponse
-        (data,) = typing.get_args(returned)
+        assert tocsin.types.Event in typing.get_args(tocsin.types.StreamMessage)
+        assert OPERATIONS[operation_id].result == "StreamMessage"
+        return
+    assert typing.get_origin(returned) is tocsin.TocsinResponse
+    (data,) = typing.get_args(returned)
     assert data.__name__ == OPERATIONS[operation_id].result
 
 
 @pytest.mark.parametrize("client", CLIENTS, ids=["sync", "async"])
-def test_list_all_takes_the_filters_of_list(client: object) -> None:
+@pytest.mark.parametrize("resource", ["events", "users"])
+def test_list_all_takes_the_filters_of_list(client: object, resource: str) -> None:
     def names(fn: Callable[..., Any]) -> List[Tuple[str, Any]]:
         return [(p.name, p.default) for p in inspect.signature(fn).parameters.values()]
 
-    events: Any = getattr(client, "events")
-    assert names(events.list_all) == names(events.list)
+    listing: Any = getattr(client, resource)
+    assert names(listing.list_all) == names(listing.list)
+
+
+@pytest.mark.parametrize("client", CLIENTS, ids=["sync", "async"])
+def test_stream_takes_the_arguments_of_events_stream_and_yields_every_message(client: object) -> None:
+    """`client.stream` is `GET /v1/stream` whole: the operation's arguments,
+    every kind of message (an event, an insight, a deleted insight)."""
+    fn = method(client, "stream")
+    assert inspect.signature(fn).parameters == inspect.signature(method(client, "events.stream")).parameters
+    assert typing.get_type_hints(fn)["return"] in (tocsin.LiveStream, tocsin.AsyncLiveStream)
+    members = {member.__name__ for member in typing.get_args(tocsin.types.StreamMessage)}
+    assert members == {"Event", "Insight", "InsightDeleted"}
+    assert OPERATIONS["streamEvents"].result == "StreamMessage"
 
 
 def test_both_clients_have_the_same_surface() -> None:
@@ -111,4 +137,7 @@ def test_both_clients_have_the_same_surface() -> None:
         assert sync_params == inspect.signature(method(asyncc, path)).parameters, path
         is_async = inspect.iscoroutinefunction(method(asyncc, path))
         assert is_async == (path not in ("events.stream",)), path
+    assert inspect.signature(sync.stream).parameters == inspect.signature(asyncc.stream).parameters
+    assert not inspect.iscoroutinefunction(asyncc.stream)
     assert inspect.isasyncgenfunction(method(asyncc, "events.list_all"))
+    assert inspect.isasyncgenfunction(method(asyncc, "users.list_all"))

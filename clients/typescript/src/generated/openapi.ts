@@ -23,8 +23,9 @@ export interface paths {
         /**
          * Record an event
          * @description Stores the event on its channel (creating the channel on first use)
-         *     and, unless `notify` is false, sends a push notification to the
-         *     project's connected devices.
+         *     and, unless `notify` is false or the event is history recorded at a
+         *     past `timestamp`, sends a push notification to the project's
+         *     connected devices.
          *
          *     Needs the `events:write` scope.
          */
@@ -118,6 +119,10 @@ export interface paths {
          *     Events, including those recorded through other replicas. With
          *     `Last-Event-ID` (sent by browsers' EventSource when they reconnect)
          *     or `lastEventId`, the events recorded after that one are sent first.
+         *     Every change of the project's insights from now on comes too (an
+         *     `insight` or `insight-deleted` message, whatever `channel` says),
+         *     through whichever replica it was made; insights are not replayed:
+         *     after reconnecting, `GET /v1/insights` has them as they stand.
          *     A key may hold a limited number of streams open at once (429 beyond).
          *
          *     Needs the `events:read` scope.
@@ -143,7 +148,9 @@ export interface paths {
         /**
          * Create or update a user identity
          * @description `properties` are merged into the stored ones (new keys overwrite) and
-         *     `aliases` are added to the stored set.
+         *     `aliases` are added to the stored set. A `user_id` that is an alias
+         *     updates the user it names; an alias that named another user merges
+         *     that user into this one. The user counts as seen now.
          *
          *     Needs the `events:write` scope.
          */
@@ -163,8 +170,9 @@ export interface paths {
         };
         /**
          * Look up a user
-         * @description The identity as `POST /v1/identify` left it. The user's events are
-         *     `GET /v1/events?userId=…`.
+         * @description The user as events and `POST /v1/identify` left it, with its
+         *     counters; an alias answers the user it names. The user's events
+         *     (under its id and its aliases) are `GET /v1/events?userId=…`.
          *
          *     Needs the `events:read` scope.
          */
@@ -172,6 +180,97 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List users
+         * @description The project's users, most recently seen first (`lastSeenAt`, then
+         *     `userId`), narrowed by the filters, with the counters kept as their
+         *     events are recorded. Follow `nextCursor` for the rest: no user is
+         *     listed twice in one walk; a user seen again while you page moves to
+         *     the front, where a new first page shows it.
+         *
+         *     Needs the `events:read` scope.
+         */
+        get: operations["listUsers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/insights": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List insights
+         * @description Every insight of the project, in the order they were created (then
+         *     by title).
+         *
+         *     Needs the `events:read` scope.
+         */
+        get: operations["listInsights"];
+        put?: never;
+        /**
+         * Set an insight
+         * @description Creates the insight, or replaces its value (and its icon, when one
+         *     is given). A project has at most 100 insights: one more is a 409.
+         *     Open streams get it as an `insight` message.
+         *
+         *     Needs the `events:write` scope.
+         */
+        post: operations["setInsight"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Increment an insight
+         * @description Adds `value.$inc` to the insight's number in one atomic step: every
+         *     increment counts once, however many clients and replicas send them
+         *     at the same time. An insight that does not exist is created holding
+         *     the increment. An integer stays one while only integers are added;
+         *     a fraction makes it a float. A value that is not a number, or a sum
+         *     beyond 9007199254740991 either side of zero, is a 400 (nothing
+         *     changes). Open streams get it as an `insight` message.
+         *
+         *     Needs the `events:write` scope.
+         */
+        patch: operations["incrementInsight"];
+        trace?: never;
+    };
+    "/v1/insights/{title}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete an insight
+         * @description Open streams get an `insight-deleted` message.
+         *
+         *     Needs the `events:write` scope.
+         */
+        delete: operations["deleteInsight"];
         options?: never;
         head?: never;
         patch?: never;
@@ -812,6 +911,18 @@ export interface components {
             deleted: boolean;
         };
         /**
+         * DeletedInsight
+         * @description A deleted insight: what a deletion answers, and the data of a stream's
+         *     `insight-deleted` message.
+         */
+        DeletedInsight: {
+            title: string;
+            /** @description Always true. */
+            deleted: boolean;
+            /** Format: date-time */
+            deletedAt: string;
+        };
+        /**
          * DeliveryOut
          * @description The alert of an event to one recipient: a device's push, or a
          *     destination's message (a webhook, Slack, Discord, Telegram, ntfy,
@@ -1396,7 +1507,9 @@ export interface components {
          *       "notify": true,
          *       "source": "billing",
          *       "priority": "high",
-         *       "alertKey": "payment-1042"
+         *       "alertKey": "payment-1042",
+         *       "parser": "markdown",
+         *       "url": "https://billing.example.com/orders/1042"
          *     }
          */
         EventIn: {
@@ -1417,7 +1530,7 @@ export interface components {
             description?: string;
             /**
              * Format: emoji
-             * @description A single emoji.
+             * @description A single emoji, or its shortcode (`:moneybag:`), stored as the emoji.
              * @example 💸
              */
             icon?: string;
@@ -1470,6 +1583,25 @@ export interface components {
              * @example payment-1042
              */
             alertKey?: string;
+            /**
+             * @description How `description` is written: `text` (the default) or `markdown`.
+             * @example markdown
+             */
+            parser?: components["schemas"]["EventParser"] & unknown;
+            /**
+             * @description Where tapping the alert leads: an http(s) URL, up to 2000
+             *     characters. Pushes open it, the feed links it.
+             * @example https://billing.example.com/orders/1042
+             */
+            url?: string;
+            /**
+             * @description An RFC 3339 time or Unix seconds. When the event happened, to
+             *     record history: not in the future and, when retention is on, not
+             *     older than it. Such an event is stored at that time and never
+             *     pushed, whatever `notify` says (the answer shows `notify: false`).
+             *     Without it, the event happens now.
+             */
+            timestamp?: string | number;
         };
         /**
          * EventOut
@@ -1495,9 +1627,21 @@ export interface components {
             priority: components["schemas"]["EventPriority"];
             /** @description The key its push replaces earlier pushes of on the device, if any. */
             alertKey: string | null;
+            /** @description How `description` is written: `text` or `markdown`. */
+            parser: components["schemas"]["EventParser"] & unknown;
+            /**
+             * @description The description rendered as HTML when it is markdown, sanitised:
+             *     no raw HTML, no scripts or event handlers, links to http(s) and
+             *     mailto only, each with `rel="noopener noreferrer"`, images as links;
+             *     null for a text description.
+             */
+            descriptionHtml: string | null;
+            /** @description Where tapping the alert leads, if anywhere. */
+            url: string | null;
             /**
              * Format: date-time
-             * @description When the event was recorded (RFC 3339, UTC).
+             * @description When the event happened (RFC 3339, UTC): when it was recorded, or
+             *     the `timestamp` it was recorded at.
              */
             createdAt: string;
             /** @description Where the event's push notification stands. */
@@ -1513,6 +1657,14 @@ export interface components {
             /** @description Pass as `cursor` to get the next (older) page; null on the last page. */
             nextCursor: string | null;
         };
+        /**
+         * @description How the description is written: `text` (the default) is shown as it
+         *     is; `markdown` (CommonMark, with tables and ~~strikethrough~~) is shown
+         *     rendered and sanitised on the feed (`descriptionHtml`), and reduced to
+         *     readable text in pushes and chat messages.
+         * @enum {string}
+         */
+        EventParser: "text" | "markdown";
         /**
          * @description How insistently an event's push alerts: `low` is shown quietly (no
          *     sound; APNs interruption level `passive`, Web Push `Urgency: low`, FCM
@@ -1620,7 +1772,9 @@ export interface components {
             };
             /**
              * @description Alternative ids of the user, added to the stored set: at most 50,
-             *     each 1 to 255 characters.
+             *     each 1 to 255 characters. Events recorded under an alias count for
+             *     this user; an alias that named another user (its id or one of its
+             *     aliases) merges that user into this one.
              * @example [
              *       "ada@example.com"
              *     ]
@@ -1629,7 +1783,7 @@ export interface components {
         };
         /**
          * IdentityOut
-         * @description A user identity as stored after the update.
+         * @description A user identity as stored, with the counters its events keep.
          */
         IdentityOut: {
             user_id: string;
@@ -1641,12 +1795,108 @@ export interface components {
             aliases: string[];
             /**
              * Format: date-time
-             * @description When the user was first identified.
+             * @description When its record was made: its first identify call, or the time of
+             *     the event that made it.
              */
             createdAt: string;
             /**
              * Format: date-time
-             * @description When the user was last identified.
+             * @description When identify last changed it (`createdAt` if never).
+             */
+            updatedAt: string;
+            /**
+             * Format: date-time
+             * @description The earliest time the user was seen: its earliest event's
+             *     `createdAt`, or an identify call.
+             */
+            firstSeenAt: string;
+            /**
+             * Format: date-time
+             * @description The latest time the user was seen.
+             */
+            lastSeenAt: string;
+            /**
+             * Format: uint64
+             * @description How many events were recorded for the user, under its id or an
+             *     alias (events retention has removed since included).
+             */
+            eventCount: number;
+        };
+        /**
+         * Increment
+         * @description How much to add: `{"$inc": 1}`. Unknown fields are rejected.
+         * @example {
+         *       "$inc": 1
+         *     }
+         */
+        Increment: {
+            /**
+             * @description The number to add (negative to subtract): at most 9007199254740991
+             *     either side of zero.
+             */
+            $inc: number;
+        };
+        /**
+         * IncrementInsightIn
+         * @description An increment of an insight. Unknown fields are rejected.
+         * @example {
+         *       "title": "Active trials",
+         *       "value": {
+         *         "$inc": 1
+         *       },
+         *       "icon": "🧪"
+         *     }
+         */
+        IncrementInsightIn: {
+            /**
+             * @description The insight's name, unique in its project.
+             * @example Active trials
+             */
+            title: string;
+            /**
+             * @description What to add to its number.
+             * @example {
+             *       "$inc": 1
+             *     }
+             */
+            value: components["schemas"]["Increment"] & unknown;
+            /**
+             * Format: emoji
+             * @description The emoji its tile shows. Left out, the one it has stays.
+             * @example 🧪
+             */
+            icon?: string;
+        };
+        /**
+         * InsightList
+         * @description Every insight of the project.
+         */
+        InsightList: {
+            /** @description In the order they were created (then by title). */
+            insights: components["schemas"]["InsightOut"][];
+        };
+        /**
+         * InsightOut
+         * @description An insight as stored.
+         */
+        InsightOut: {
+            /** @description Its name, unique in its project. */
+            title: string;
+            /**
+             * @description A string, a number (an integer stays one while only integers are
+             *     added to it) or a boolean.
+             */
+            value: string | number | boolean;
+            /** @description The emoji its tile shows, or null. */
+            icon: string | null;
+            /**
+             * Format: date-time
+             * @description When it was created.
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description When it was last set or incremented.
              */
             updatedAt: string;
         };
@@ -1937,6 +2187,33 @@ export interface components {
          */
         ScopeName: "events:write" | "events:read" | "devices:write" | "devices:read";
         /**
+         * SetInsightIn
+         * @description An insight to set. Unknown fields are rejected.
+         * @example {
+         *       "title": "Revenue today",
+         *       "value": 1250,
+         *       "icon": "💰"
+         *     }
+         */
+        SetInsightIn: {
+            /**
+             * @description The insight's name, unique in its project.
+             * @example Revenue today
+             */
+            title: string;
+            /**
+             * @description Its value from now on.
+             * @example 1250
+             */
+            value: string | number | boolean;
+            /**
+             * Format: emoji
+             * @description The emoji its tile shows. Left out, the one it has stays.
+             * @example 💰
+             */
+            icon?: string;
+        };
+        /**
          * @description New settings, of the destination's own kind (a Slack destination takes
          *     a Slack webhook, never a Discord one).
          */
@@ -2004,6 +2281,8 @@ export interface components {
              */
             webhookUrl: string;
         };
+        /** @description The data of one message of the stream. */
+        StreamMessage: components["schemas"]["EventOut"] | components["schemas"]["InsightOut"] | components["schemas"]["DeletedInsight"];
         /**
          * Success_AdminOut
          * @description The body of every successful response.
@@ -2076,6 +2355,21 @@ export interface components {
             success: true;
             /** @description The resource. */
             data: components["schemas"]["DeletedDevice"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
+         * Success_DeletedInsight
+         * @description The body of every successful response.
+         */
+        Success_DeletedInsight: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["DeletedInsight"] & unknown;
             /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
             requestId: string;
         };
@@ -2230,6 +2524,36 @@ export interface components {
             requestId: string;
         };
         /**
+         * Success_InsightList
+         * @description The body of every successful response.
+         */
+        Success_InsightList: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["InsightList"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
+         * Success_InsightOut
+         * @description The body of every successful response.
+         */
+        Success_InsightOut: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["InsightOut"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
          * Success_KeyList
          * @description The body of every successful response.
          */
@@ -2365,6 +2689,21 @@ export interface components {
             requestId: string;
         };
         /**
+         * Success_UserPage
+         * @description The body of every successful response.
+         */
+        Success_UserPage: {
+            /**
+             * @description Always true.
+             * @constant
+             */
+            success: true;
+            /** @description The resource. */
+            data: components["schemas"]["UserPage"] & unknown;
+            /** @description Id of this request (a UUID), also sent as `X-Request-Id`. */
+            requestId: string;
+        };
+        /**
          * Success_WebPushKey
          * @description The body of every successful response.
          */
@@ -2480,6 +2819,62 @@ export interface components {
             latencyMs: number;
             /** @description The destination as it stands after the test (its health counts it). */
             destination: components["schemas"]["DestinationOut"] & unknown;
+        };
+        /**
+         * UserOut
+         * @description A user as listed: its id, what identify said of it, and the counters
+         *     its events keep.
+         */
+        UserOut: {
+            /** @description The caller's own id for the user. */
+            userId: string;
+            /** @description Every property set so far. */
+            properties: {
+                [key: string]: unknown;
+            };
+            /**
+             * @description Every alias added so far, in first-seen order. Events recorded
+             *     under one count for this user.
+             */
+            aliases: string[];
+            /**
+             * Format: date-time
+             * @description The earliest time the user was seen: its earliest event's
+             *     `createdAt`, or an identify call.
+             */
+            firstSeenAt: string;
+            /**
+             * Format: date-time
+             * @description The latest time the user was seen.
+             */
+            lastSeenAt: string;
+            /**
+             * Format: uint64
+             * @description How many events were recorded for the user, under its id or an
+             *     alias (events retention has removed since included).
+             */
+            eventCount: number;
+            /**
+             * Format: date-time
+             * @description When its record was made: its first identify call, or the time of
+             *     the event that made it.
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description When identify last changed it (`createdAt` if never).
+             */
+            updatedAt: string;
+        };
+        /**
+         * UserPage
+         * @description One page of users.
+         */
+        UserPage: {
+            /** @description Most recently seen first. */
+            items: components["schemas"]["UserOut"][];
+            /** @description Pass as `cursor` to get the next page; null on the last page. */
+            nextCursor: string | null;
         };
         /**
          * WebPushDeviceIn
@@ -3686,8 +4081,12 @@ export interface operations {
         responses: {
             /**
              * @description `text/event-stream`: each event as `id: <event id>`, `event: event`,
-             *     `data: <the event, as GET /v1/events lists it>`; a comment line
-             *     (`:`) at least every 15 seconds while nothing happens.
+             *     `data: <the event, as GET /v1/events lists it>`; each change of an
+             *     insight as `event: insight`, `data: <the insight, as GET
+             *     /v1/insights lists it>`, or `event: insight-deleted`, `data:
+             *     <what DELETE /v1/insights/{title} answers>`, without an `id:` line;
+             *     a comment line (`:`) at least every 15 seconds while nothing
+             *     happens.
              */
             200: {
                 headers: {
@@ -3704,20 +4103,32 @@ export interface operations {
                 content: {
                     "text/event-stream": {
                         /**
-                         * @description The message's type: `event`, an event recorded.
+                         * @description The message's type: `event`, an event recorded, as `GET /v1/events` lists it; `insight`, an insight set or incremented, as `GET /v1/insights` lists it; `insight-deleted`, an insight deleted, as `DELETE /v1/insights/{title}` answers.
                          * @enum {string}
                          */
-                        event: "event";
+                        event: "event" | "insight" | "insight-deleted";
                         /**
                          * Format: uuid
-                         * @description The event's id: send it as `Last-Event-ID` to resume after it.
+                         * @description On `event` messages: the event's id; send it as `Last-Event-ID` to resume after it. Other messages have no id line (a parser keeps the last event's).
                          */
-                        id: string;
-                        /** @description The event as JSON, as `GET /v1/events` lists it. */
+                        id?: string;
+                        /** @description The message's data as JSON: the event, or the insight, as listed. */
                         data: string;
                         /** @description How long a client waits before reconnecting, in milliseconds. */
                         retry?: number;
-                    };
+                    } & ({
+                        /** @constant */
+                        event?: "event";
+                        data?: unknown;
+                    } | {
+                        /** @constant */
+                        event?: "insight";
+                        data?: unknown;
+                    } | {
+                        /** @constant */
+                        event?: "insight-deleted";
+                        data?: unknown;
+                    });
                 };
             };
             /** @description The request could not be read (for example a body cut short). */
@@ -4099,7 +4510,10 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The caller's own id for the user (URL-encoded). */
+                /**
+                 * @description The caller's own id for the user, or one of its aliases
+                 *     (URL-encoded).
+                 */
                 userId: string;
             };
             cookie?: never;
@@ -4158,6 +4572,1053 @@ export interface operations {
                 };
             };
             /** @description The API key lacks the `events:read` scope this operation needs. */
+            403: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller's project has nothing with this id (or it is not a UUID). */
+            404: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    listUsers: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only users whose id or one of whose aliases contains this text,
+                 *     ignoring case.
+                 */
+                q?: string;
+                /**
+                 * @description Only users with this property: `key:value`, the key before the
+                 *     first colon. A string property matches its exact text; a
+                 *     number or a boolean matches its JSON text (`seats:3`,
+                 *     `beta:true`).
+                 */
+                property?: string;
+                /** @description Users per page, 1 to 100; 50 when absent. */
+                limit?: number;
+                /**
+                 * @description Where to continue: the `nextCursor` of the previous page, passed
+                 *     unchanged (`<unix µs>.<user id as hex UTF-8>`: the users listed
+                 *     after that position).
+                 */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of users. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_UserPage"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (or an admin token). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The API key lacks the `events:read` scope this operation needs. */
+            403: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    listInsights: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The project's insights, in the order they were created. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_InsightList"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (or an admin token). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The API key lacks the `events:read` scope this operation needs. */
+            403: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    setInsight: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the same key and body within 24 hours replays the original response. Visible ASCII characters (spaces allowed inside). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetInsightIn"];
+            };
+        };
+        responses: {
+            /** @description The insight existed; it has this value now. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description `true` when this is a replay of the original response. */
+                    "X-Idempotent-Replay"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_InsightOut"];
+                };
+            };
+            /** @description The insight was created with this value. */
+            201: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description `true` when this is a replay of the original response. */
+                    "X-Idempotent-Replay"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_InsightOut"];
+                };
+            };
+            /** @description Invalid request: `details` lists every fault with its path (the body's fields, or `["headers", "Idempotency-Key"]`). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (or an admin token). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The API key lacks the `events:write` scope this operation needs. */
+            403: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A request with this Idempotency-Key is still in progress (with `Retry-After`), or the project has as many insights as it may have, and this is not one of them (without). */
+            409: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is not JSON (`Content-Type: application/json`). */
+            415: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description `true` when this is a replay of the original response. */
+                    "X-Idempotent-Replay"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description This Idempotency-Key was used with a different request. */
+            422: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    incrementInsight: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a retry safe: the same key and body within 24 hours replays the original response. Visible ASCII characters (spaces allowed inside). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["IncrementInsightIn"];
+            };
+        };
+        responses: {
+            /** @description The insight was incremented; this is its value now. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description `true` when this is a replay of the original response. */
+                    "X-Idempotent-Replay"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_InsightOut"];
+                };
+            };
+            /** @description The insight did not exist: it was created holding the increment. */
+            201: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description `true` when this is a replay of the original response. */
+                    "X-Idempotent-Replay"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_InsightOut"];
+                };
+            };
+            /** @description Invalid request: `details` lists every fault with its path (the body's fields, or `["headers", "Idempotency-Key"]`). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (or an admin token). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The API key lacks the `events:write` scope this operation needs. */
+            403: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A request with this Idempotency-Key is still in progress (with `Retry-After`), or the project has as many insights as it may have, and this is not one of them (without). */
+            409: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is larger than the limit (64 KiB by default). */
+            413: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The body is not JSON (`Content-Type: application/json`). */
+            415: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description `true` when this is a replay of the original response. */
+                    "X-Idempotent-Replay"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description This Idempotency-Key was used with a different request. */
+            422: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Rate limit exceeded. */
+            429: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many or too large header fields. */
+            431: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal error; the body has only the request id. */
+            500: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The store is unreachable; retry later. */
+            503: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    deleteInsight: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The insight's title (URL-encoded). */
+                title: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The insight was removed. */
+            200: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json; charset=utf-8": components["schemas"]["Success_DeletedInsight"];
+                };
+            };
+            /** @description The request could not be read (for example a body cut short). */
+            400: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key (or an admin token). */
+            401: {
+                headers: {
+                    /** @description Requests allowed per minute. */
+                    "X-RateLimit-Limit": number;
+                    /** @description Requests left in the current window. */
+                    "X-RateLimit-Remaining": number;
+                    /** @description Unix time (seconds) when the full quota is available again. */
+                    "X-RateLimit-Reset": number;
+                    /** @description Id of this request, as in the body's `requestId`. */
+                    "X-Request-Id": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The API key lacks the `events:write` scope this operation needs. */
             403: {
                 headers: {
                     /** @description Requests allowed per minute. */

@@ -1,7 +1,6 @@
 // `tocsin.events`: recording events and reading them back, page by page or
 // live as they are recorded.
 
-import { anySignal } from "../abort.js";
 import type { PostRequestOptions, RequestOptions, Tocsin } from "../client.js";
 import { offlineEvent, offlineNotFound } from "../disabled.js";
 import { TocsinError } from "../errors.js";
@@ -10,19 +9,9 @@ import type { TocsinResponse } from "../response.js";
 import type { EventCreateParams, EventList, EventListParams, EventStreamParams, TocsinEvent } from "../types.js";
 import { pathSegment } from "./path.js";
 import { queryString } from "./query.js";
+import { liveStream, type StreamOptions } from "./stream.js";
 
-/** Settings of an event stream. */
-export interface StreamOptions extends RequestOptions {
-  /**
-   * A connection that sends nothing (not even the service's keep-alive,
-   * sent at least every 15 s) for this many milliseconds is taken for dead
-   * and replaced. Default 45000.
-   */
-  idleTimeout?: number;
-}
-
-/** The default {@link StreamOptions.idleTimeout}: three missed keep-alives. */
-export const DEFAULT_STREAM_IDLE_TIMEOUT = 45_000;
+export { DEFAULT_STREAM_IDLE_TIMEOUT, type StreamOptions } from "./stream.js";
 
 /**
  * The events recorded in the project from when it opens, as an async
@@ -34,6 +23,21 @@ export interface EventStream extends AsyncIterable<TocsinEvent> {
   readonly lastEventId: string | undefined;
 }
 
+/** What `events.stream` reads of the stream: insight changes are skipped unread. */
+const EVENTS_ONLY: ReadonlySet<string> = new Set(["event"]);
+
+/**
+ * The body of `POST /v1/events` as sent: a `timestamp` given as a Date goes
+ * as RFC 3339 (UTC, milliseconds). An invalid Date is refused here, since
+ * JSON would send it as null, which says nothing about what was wrong.
+ */
+function eventBody(params: EventCreateParams): EventCreateParams {
+  const { timestamp } = params;
+  if (!(timestamp instanceof Date)) return params;
+  if (Number.isNaN(timestamp.getTime())) throw new TocsinError("timestamp is an invalid Date");
+  return { ...params, timestamp: timestamp.toISOString() };
+}
+
 export class Events {
   readonly #client: Tocsin;
 
@@ -43,11 +47,14 @@ export class Events {
 
   /**
    * `POST /v1/events`: records an event on a channel (created on first use)
-   * and, unless `notify` is false, pushes it to the project's devices.
+   * and, unless `notify` is false, pushes it to the project's devices. An
+   * event given a `timestamp` (a Date, an RFC 3339 string or Unix seconds;
+   * not in the future) is recorded at that time, as history, and never
+   * pushed: it comes back with `notify: false`.
    */
   async create(params: EventCreateParams, options?: PostRequestOptions): Promise<TocsinResponse<TocsinEvent>> {
     return this.#client.request<TocsinEvent>(
-      { method: "POST", path: "/v1/events", body: params, offline: () => offlineEvent(params) },
+      { method: "POST", path: "/v1/events", body: eventBody(params), offline: () => offlineEvent(params) },
       options,
     );
   }
@@ -94,38 +101,24 @@ export class Events {
    * and `Last-Event-ID`, so no event is missed or repeated. Ends when a
    * `signal` (in `params` or `options`) aborts or the loop is left; throws
    * errors retrying cannot fix (401, 403, …) and, before the stream first
-   * opened, any error once the retries are used up.
+   * opened, any error once the retries are used up. The stream's other
+   * messages (insight changes) are skipped: `tocsin.stream` yields them all.
    *
    * ```ts
    * for await (const event of tocsin.events.stream({ channel: "payments", signal })) { … }
    * ```
    */
   stream(params: EventStreamParams = {}, options: StreamOptions = {}): EventStream {
-    const messages = this.#client.streamMessages(`/v1/stream${queryString({ channel: params.channel })}`, {
-      ...options,
-      idleTimeout: options.idleTimeout ?? DEFAULT_STREAM_IDLE_TIMEOUT,
-      lastEventId: params.lastEventId,
-      signal: anySignal(params.signal, options.signal),
-    });
+    const messages = liveStream(this.#client, params, options, EVENTS_ONLY);
     return {
       get lastEventId() {
         return messages.lastEventId;
       },
       async *[Symbol.asyncIterator]() {
         for await (const message of messages) {
-          // Other message types are for future use; a client that does not know them skips them.
-          if (message.type !== "event") continue;
-          yield parseEvent(message.data);
+          if (message.type === "event") yield message.data;
         }
       },
     };
-  }
-}
-
-function parseEvent(data: string): TocsinEvent {
-  try {
-    return JSON.parse(data) as TocsinEvent;
-  } catch {
-    throw new TocsinError(`The event stream sent an event that is not JSON: ${data.slice(0, 200)}`);
   }
 }

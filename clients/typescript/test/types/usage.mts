@@ -25,7 +25,13 @@ import {
   type EventStream,
   type Fetch,
   type Identity,
+  type Insight,
+  type InsightDeleted,
+  type InsightValue,
   type JsonObject,
+  type LiveStream,
+  type StreamMessage,
+  type User,
   type RateLimit,
   type RequestSpec,
   type StatsBucket,
@@ -188,6 +194,77 @@ export async function usage(): Promise<void> {
   const buckets: StatsBucket[] = (await tocsin.stats.events({ channel: "payments", since: new Date(), bucket: "day" })).data.buckets;
   const count: number | undefined = buckets[0]?.count;
   void [items, nextCursor, pageRequestId, resumeAfter, lastEventAt, properties, count];
+
+  // Event fields of history and LogSnag's track.
+  const history = await tocsin.events.create({
+    channelName: "imports",
+    title: "Order placed",
+    timestamp: new Date("2026-03-01T09:30:00Z"),
+    parser: "markdown",
+    description: "**Order** #1042",
+    url: "https://shop.example.com/orders/1042",
+    icon: ":moneybag:",
+  });
+  await tocsin.events.create({ channelName: "imports", title: "t", timestamp: "2026-03-01T09:30:00Z" });
+  await tocsin.events.create({ channelName: "imports", title: "t", timestamp: 1_772_357_400 });
+  const html: string | null = history.data.descriptionHtml;
+  const link: string | null = history.data.url;
+  const parser: "text" | "markdown" = history.data.parser;
+  void [html, link, parser];
+
+  // Users.
+  const userPage: Page<User> = await tocsin.users.list({ q: "ada", property: "plan:pro", limit: 20, cursor: "c" }, { timeout: 1_000 });
+  for await (const listed of tocsin.users.list({ property: "plan:pro" })) {
+    const counts: [string, number, string, string] = [listed.userId, listed.eventCount, listed.firstSeenAt, listed.lastSeenAt];
+    void counts;
+  }
+  const seen: number = (await tocsin.users.get("ada@example.com")).data.eventCount;
+  void [userPage, seen];
+
+  // Insights.
+  const set: TocsinResponse<Insight> = await tocsin.insights.set("Revenue today", 1250, { icon: "💰", idempotencyKey: "k", timeout: 1_000 });
+  await tocsin.insights.set("Build", "green");
+  await tocsin.insights.set("Maintenance", false, { headers: { "X-Trace": "1" }, signal: controller.signal });
+  const incremented = await tocsin.insights.increment("Active trials", 1, { idempotencyKey: "trial-42", maxRetries: 5 });
+  const value: InsightValue = incremented.data.value;
+  const insightIcon: string | null = set.data.icon;
+  const allInsights: Insight[] = (await tocsin.insights.list()).data.insights;
+  const gone: InsightDeleted = (await tocsin.insights.delete("Revenue today", { timeout: 1_000 })).data;
+  const alwaysTrue: true = gone.deleted;
+  void [value, insightIcon, allInsights, alwaysTrue, set.statusCode, set.wasReplayed, set.rateLimit];
+
+  // The whole stream: events and insight changes, told apart by type.
+  const live: LiveStream = tocsin.stream({ channel: "payments", signal: controller.signal }, { idleTimeout: 60_000 });
+  for await (const message of live) {
+    const any: StreamMessage = message;
+    void any;
+    if (message.type === "event") {
+      const streamed: TocsinEvent = message.data;
+      const eventId: string = message.id;
+      void [streamed, eventId];
+    } else if (message.type === "insight") {
+      const changed: Insight = message.data;
+      void changed;
+    } else {
+      const deletedAt: string = message.data.deletedAt;
+      void deletedAt;
+    }
+  }
+  const liveResume: string | undefined = live.lastEventId;
+  void liveResume;
+
+  // @ts-expect-error an insight's value is a string, a number or a boolean
+  await tocsin.insights.set("Bad", { nested: 1 });
+  // @ts-expect-error an increment is a number
+  await tocsin.insights.increment("Active trials", "1");
+  // @ts-expect-error listing insights takes no idempotency key
+  await tocsin.insights.list({ idempotencyKey: "k" });
+  // @ts-expect-error nor does deleting one
+  await tocsin.insights.delete("t", { idempotencyKey: "k" });
+  // @ts-expect-error parser is text or markdown
+  await tocsin.events.create({ channelName: "c", title: "t", parser: "html" });
+  // @ts-expect-error users are filtered by q and property, not by plan
+  await tocsin.users.list({ plan: "pro" });
 
   // @ts-expect-error bucket is hour or day
   await tocsin.stats.events({ bucket: "week" });

@@ -80,9 +80,29 @@ describe("disabled client", () => {
       source: "billing",
       priority: "high",
       alertKey: "payment-1042",
+      parser: "text",
+      descriptionHtml: null,
+      url: null,
       notification: { state: "skipped" },
     });
     assert.equal(network.calls, 0);
+  });
+
+  test("events.create with a timestamp returns the event at that time, notify false", async () => {
+    const { tocsin } = disabledClient();
+    const at = new Date(Date.UTC(2026, 2, 1, 9, 30, 0, 500)); // .5 s: exact in Unix seconds too
+    for (const timestamp of [at, "2026-03-01T10:30:00.500+01:00", at.getTime() / 1000]) {
+      const { data } = await tocsin.events.create({ channelName: "c", title: "t", notify: true, timestamp });
+      assert.equal(data.createdAt, "2026-03-01T09:30:00.500Z", String(timestamp));
+      assert.equal(data.notify, false, "history is never pushed");
+      assert.equal(data.notification.state, "skipped");
+    }
+    const { data } = await tocsin.events.create({
+      channelName: "c", title: "t", parser: "markdown", description: "**hi**", url: "https://example.com/1",
+    });
+    assert.equal(data.parser, "markdown");
+    assert.equal(data.descriptionHtml, null, "only the service renders markdown");
+    assert.equal(data.url, "https://example.com/1");
   });
 
   test("events.create fills what is left out as the service does", async () => {
@@ -97,6 +117,9 @@ describe("disabled client", () => {
     assert.equal(data.source, null);
     assert.equal(data.priority, "normal");
     assert.equal(data.alertKey, null);
+    assert.equal(data.parser, "text");
+    assert.equal(data.descriptionHtml, null);
+    assert.equal(data.url, null);
     const second = await tocsin.events.create({ channelName: "c", title: "t" });
     assert.notEqual(second.data.id, data.id, "each event gets its own id");
   });
@@ -109,6 +132,9 @@ describe("disabled client", () => {
     assert.deepEqual(identity.data.properties, { plan: "pro" });
     assert.deepEqual(identity.data.aliases, ["ada@example.com"]);
     assert.equal(identity.data.createdAt, identity.data.updatedAt);
+    assert.equal(identity.data.firstSeenAt, identity.data.createdAt);
+    assert.equal(identity.data.lastSeenAt, identity.data.createdAt);
+    assert.equal(identity.data.eventCount, 0);
 
     const device = await tocsin.devices.register({ token: "ab12", environment: "sandbox" });
     assertNotSent(device);
@@ -169,6 +195,37 @@ describe("disabled client", () => {
     const stats = await tocsin.stats.events({ bucket: "day" });
     assertNotSent(stats);
     assert.deepEqual(stats.data, { buckets: [], nextSince: null });
+    const users = await tocsin.users.list({ q: "ada" });
+    assert.ok(users instanceof Page);
+    assertNotSent(users);
+    assert.deepEqual(users.data, { items: [], nextCursor: null });
+    for await (const _ of tocsin.users.list()) assert.fail("no user");
+    const insights = await tocsin.insights.list();
+    assertNotSent(insights);
+    assert.deepEqual(insights.data, { insights: [] });
+    assert.equal(network.calls, 0);
+  });
+
+  test("insights.set and insights.increment return the insight they would have created", async () => {
+    const { tocsin, network } = disabledClient();
+    const set = await tocsin.insights.set("Revenue today", 1250, { icon: "💰", idempotencyKey: "k" });
+    assertNotSent(set);
+    const { createdAt, updatedAt, ...fields } = set.data;
+    assert.deepEqual(fields, { title: "Revenue today", value: 1250, icon: "💰" });
+    assert.equal(createdAt, updatedAt);
+    assert.ok(!Number.isNaN(Date.parse(createdAt)));
+    const incremented = await tocsin.insights.increment("Active trials", 2);
+    assertNotSent(incremented);
+    assert.equal(incremented.data.value, 2, "a project that records nothing has no insight: the increment creates it");
+    assert.equal(incremented.data.icon, null);
+    assert.equal(network.calls, 0);
+  });
+
+  test("tocsin.stream yields nothing and ends when its signal aborts", async () => {
+    const { tocsin, network } = disabledClient();
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 20);
+    for await (const _ of tocsin.stream({ signal: controller.signal })) assert.fail("no message");
     assert.equal(network.calls, 0);
   });
 
@@ -179,6 +236,7 @@ describe("disabled client", () => {
       ["user user_7", () => tocsin.users.get("user_7")],
       ["device d1", () => tocsin.devices.delete("d1")],
       ["device d2", () => tocsin.devices.update("d2", { minPriority: "high" })],
+      ['insight "Revenue today"', () => tocsin.insights.delete("Revenue today")],
     ]) {
       await assert.rejects(call(), (error) => {
         assert.ok(error instanceof NotFoundError);

@@ -175,3 +175,38 @@ describe("events.list", () => {
     await assert.rejects(tocsin.events.list(), (error) => error instanceof ApiError && error.statusCode === 401);
   });
 });
+
+describe("users.list", () => {
+  const user = (n) => ({
+    userId: `user_${n}`,
+    properties: { plan: "pro" },
+    aliases: [],
+    firstSeenAt: "2025-01-01T00:00:00Z",
+    lastSeenAt: "2025-01-01T00:00:00Z",
+    eventCount: n,
+    createdAt: "2025-01-01T00:00:00Z",
+    updatedAt: "2025-01-01T00:00:00Z",
+  });
+  const users = (numbers, nextCursor) => ok({ items: numbers.map(user), nextCursor }, { status: 200 });
+
+  test("awaited, it is one Page; iterated, every user of every page, the filters kept", async () => {
+    const { tocsin, calls } = client(users([3, 2], "c2"), users([3, 2], "c2"), users([1], null));
+    const first = await tocsin.users.list({ property: "plan:pro", limit: 2 });
+    assert.ok(first instanceof Page);
+    assert.deepEqual(first.items.map((u) => u.userId), ["user_3", "user_2"]);
+    assert.equal(first.nextCursor, "c2");
+    const seen = [];
+    for await (const u of tocsin.users.list({ property: "plan:pro", limit: 2 })) seen.push(u.userId);
+    assert.deepEqual(seen, ["user_3", "user_2", "user_1"]);
+    assert.equal(calls.length, 3);
+    assert.deepEqual(query(calls[2]), { property: "plan:pro", limit: "2", cursor: "c2" });
+  });
+
+  test("nextPage() asks for the page after, and the last page says so", async () => {
+    const { tocsin, calls } = client(users([2], "c2"), users([1], null));
+    const last = await (await tocsin.users.list({ q: "user" })).nextPage();
+    assert.deepEqual(query(calls[1]), { q: "user", cursor: "c2" });
+    assert.equal(last.hasNextPage(), false);
+    await assert.rejects(last.nextPage(), TocsinError);
+  });
+});

@@ -96,6 +96,59 @@ describe("events", () => {
     await assert.rejects(tocsin.events.get(""), TocsinError);
     assert.equal(calls.length, 0);
   });
+
+  test("create sends parser, url and icon shortcodes as given, and returns descriptionHtml", async () => {
+    const params = {
+      channelName: "payments",
+      title: "Refund",
+      description: "**Refunded** order #1042",
+      parser: "markdown",
+      url: "https://billing.example.com/orders/1042",
+      icon: ":moneybag:",
+    };
+    const answer = { ...EVENT, ...params, icon: "💰", descriptionHtml: "<p><strong>Refunded</strong> order #1042</p>\n" };
+    const { tocsin, calls } = client(ok(answer));
+    const res = await tocsin.events.create(params);
+    assert.deepEqual(calls[0].body, params);
+    assert.equal(res.data.icon, "💰");
+    assert.equal(res.data.parser, "markdown");
+    assert.equal(res.data.descriptionHtml, answer.descriptionHtml);
+    assert.equal(res.data.url, params.url);
+  });
+
+  test("create sends a Date timestamp as RFC 3339, and strings and Unix seconds as given", async () => {
+    const { tocsin, calls } = client(ok(EVENT), ok(EVENT), ok(EVENT));
+    const at = new Date(Date.UTC(2026, 2, 1, 9, 30, 0, 123));
+    const params = { channelName: "c", title: "t", timestamp: at };
+    await tocsin.events.create(params);
+    await tocsin.events.create({ channelName: "c", title: "t", timestamp: "2026-03-01T10:30:00+01:00" });
+    await tocsin.events.create({ channelName: "c", title: "t", timestamp: 1772357400.5 });
+    assert.equal(calls[0].body.timestamp, "2026-03-01T09:30:00.123Z");
+    assert.equal(calls[1].body.timestamp, "2026-03-01T10:30:00+01:00");
+    assert.equal(calls[2].body.timestamp, 1772357400.5);
+    assert.ok(params.timestamp instanceof Date, "the caller's params are left as they were");
+  });
+
+  test("create refuses an invalid Date timestamp without sending anything", async () => {
+    const { tocsin, calls } = client();
+    await assert.rejects(tocsin.events.create({ channelName: "c", title: "t", timestamp: new Date("nope") }), (error) => {
+      assert.ok(error instanceof TocsinError);
+      assert.match(error.message, /timestamp is an invalid Date/);
+      return true;
+    });
+    assert.equal(calls.length, 0);
+  });
+
+  test("a timestamp in the future is the service's ValidationError at timestamp", async () => {
+    const details = [{ path: ["timestamp"], message: "must not be in the future" }];
+    const { tocsin, calls } = client(fail(400, "validation failed", { details }), fail(400, "unused"));
+    await assert.rejects(tocsin.events.create({ channelName: "c", title: "t", timestamp: new Date(Date.now() + 60_000) }), (error) => {
+      assert.ok(error instanceof ValidationError);
+      assert.deepEqual(error.details, details);
+      return true;
+    });
+    assert.equal(calls.length, 1);
+  });
 });
 
 describe("identify", () => {
@@ -269,6 +322,135 @@ describe("users", () => {
     const { tocsin, calls } = client();
     await assert.rejects(tocsin.users.get(""), /userId must be a non-empty string/);
     assert.equal(calls.length, 0);
+  });
+
+  test("get of an alias answers the user with its counters", async () => {
+    const user = { ...identity, user_id: "user_7", firstSeenAt: "2025-01-01T00:00:00Z", lastSeenAt: "2025-01-03T00:00:00Z", eventCount: 4 };
+    const { tocsin, calls } = client(ok(user, { status: 200 }));
+    const res = await tocsin.users.get("ada@example.com");
+    assert.equal(calls[0].url, "http://tocsin.test/v1/users/ada%40example.com");
+    assert.equal(res.data.eventCount, 4);
+    assert.equal(res.data.firstSeenAt, user.firstSeenAt);
+  });
+
+  const USER = {
+    userId: "user_7",
+    properties: { plan: "pro" },
+    aliases: ["ada@example.com"],
+    firstSeenAt: "2025-01-01T00:00:00Z",
+    lastSeenAt: "2025-01-03T00:00:00Z",
+    eventCount: 4,
+    createdAt: "2025-01-01T00:00:00Z",
+    updatedAt: "2025-01-02T00:00:00Z",
+  };
+
+  test("list gets /v1/users with q, property, limit and cursor in the query", async () => {
+    const { tocsin, calls } = client(ok({ items: [USER], nextCursor: null }, { status: 200 }));
+    const page = await tocsin.users.list({ q: "ada", property: "plan:pro", limit: 20, cursor: "1.75" }, { headers: { "X-Trace": "1" } });
+    assert.equal(calls[0].init.method, "GET");
+    assert.equal(new URL(calls[0].url).pathname, "/v1/users");
+    assert.deepEqual(Object.fromEntries(new URL(calls[0].url).searchParams), { q: "ada", property: "plan:pro", limit: "20", cursor: "1.75" });
+    assert.equal(calls[0].headers["X-Trace"], "1");
+    assert.deepEqual(page.items, [USER]);
+    assert.equal(page.nextCursor, null);
+    assert.equal(page.statusCode, 200);
+  });
+
+  test("list without filters sends no query", async () => {
+    const { tocsin, calls } = client(ok({ items: [], nextCursor: null }, { status: 200 }));
+    await tocsin.users.list();
+    assert.equal(calls[0].url, "http://tocsin.test/v1/users");
+  });
+
+  test("a property without a colon is the service's ValidationError at query.property", async () => {
+    const details = [{ path: ["query", "property"], message: "is not in the expected form" }];
+    const { tocsin } = client(fail(400, "validation failed", { details }));
+    await assert.rejects(tocsin.users.list({ property: "plan" }), (error) => {
+      assert.ok(error instanceof ValidationError);
+      assert.deepEqual(error.details, details);
+      return true;
+    });
+  });
+});
+
+describe("insights", () => {
+  const INSIGHT = {
+    title: "Revenue today",
+    value: 1250,
+    icon: "💰",
+    createdAt: "2026-11-23T06:40:00.000Z",
+    updatedAt: "2026-11-23T06:40:00.000Z",
+  };
+
+  test("set posts title, value and icon to /v1/insights and reports 201 or 200", async () => {
+    const { tocsin, calls } = client(ok(INSIGHT, { status: 201 }), ok({ ...INSIGHT, value: 1300 }, { status: 200 }));
+    const created = await tocsin.insights.set("Revenue today", 1250, { icon: "💰", idempotencyKey: "rev-1", headers: { "X-Trace": "1" } });
+    assert.equal(calls[0].url, "http://tocsin.test/v1/insights");
+    assert.equal(calls[0].init.method, "POST");
+    assert.deepEqual(calls[0].body, { title: "Revenue today", value: 1250, icon: "💰" });
+    assert.equal(calls[0].headers["Idempotency-Key"], "rev-1");
+    assert.equal(calls[0].headers["X-Trace"], "1");
+    assert.equal(created.statusCode, 201);
+    assert.deepEqual(created.data, INSIGHT);
+    const updated = await tocsin.insights.set("Revenue today", 1300);
+    assert.deepEqual(calls[1].body, { title: "Revenue today", value: 1300 }, "no icon: the insight keeps its own");
+    assert.equal(updated.statusCode, 200);
+    assert.equal(updated.data.value, 1300);
+  });
+
+  test("set takes strings and booleans too", async () => {
+    const { tocsin, calls } = client(ok({ ...INSIGHT, value: "green" }), ok({ ...INSIGHT, value: false }));
+    await tocsin.insights.set("Build", "green");
+    await tocsin.insights.set("Maintenance", false);
+    assert.deepEqual(calls.map((call) => call.body.value), ["green", false]);
+  });
+
+  test("increment sends PATCH /v1/insights with value {$inc}", async () => {
+    const { tocsin, calls } = client(ok({ ...INSIGHT, title: "Active trials", value: 3 }, { status: 200 }));
+    const res = await tocsin.insights.increment("Active trials", -1, { icon: ":test_tube:", timeout: 5_000 });
+    assert.equal(calls[0].url, "http://tocsin.test/v1/insights");
+    assert.equal(calls[0].init.method, "PATCH");
+    assert.equal(calls[0].headers["Content-Type"], "application/json");
+    assert.deepEqual(calls[0].body, { title: "Active trials", value: { $inc: -1 }, icon: ":test_tube:" });
+    assert.equal(res.data.value, 3);
+    assert.equal(res.statusCode, 200);
+  });
+
+  test("increment of a string is a ValidationError at value and is not retried", async () => {
+    const details = [{ path: ["value"], message: "cannot increment this insight: its value is a string, not a number" }];
+    const { tocsin, calls } = client(fail(400, "validation failed", { details }), fail(400, "unused"));
+    await assert.rejects(tocsin.insights.increment("Build", 1), (error) => {
+      assert.ok(error instanceof ValidationError);
+      assert.deepEqual(error.details, details);
+      return true;
+    });
+    assert.equal(calls.length, 1);
+  });
+
+  test("list gets /v1/insights", async () => {
+    const { tocsin, calls } = client(ok({ insights: [INSIGHT] }, { status: 200 }));
+    const res = await tocsin.insights.list({ timeout: 1_000 });
+    assert.equal(calls[0].url, "http://tocsin.test/v1/insights");
+    assert.equal(calls[0].init.method, "GET");
+    assert.deepEqual(res.data.insights, [INSIGHT]);
+  });
+
+  test("delete sends DELETE /v1/insights/{title} with the title encoded", async () => {
+    const deleted = { title: "Revenue today / EU ?", deleted: true, deletedAt: "2026-11-23T06:41:00.000Z" };
+    const { tocsin, calls } = client(ok(deleted, { status: 200 }));
+    const res = await tocsin.insights.delete("Revenue today / EU ?");
+    assert.equal(calls[0].url, "http://tocsin.test/v1/insights/Revenue%20today%20%2F%20EU%20%3F");
+    assert.equal(calls[0].init.method, "DELETE");
+    assert.equal(calls[0].init.body, undefined);
+    assert.deepEqual(res.data, deleted);
+  });
+
+  test("delete of an unknown title is a NotFoundError; an empty title is refused unsent", async () => {
+    const { tocsin, calls } = client(fail(404, "no insight with this title"), fail(404, "unused"));
+    await assert.rejects(tocsin.insights.delete("nope"), NotFoundError);
+    assert.equal(calls.length, 1);
+    await assert.rejects(tocsin.insights.delete(""), /title must be a non-empty string/);
+    assert.equal(calls.length, 1);
   });
 });
 

@@ -255,6 +255,30 @@ describe("idempotency key across retries", () => {
     assert.notEqual(keys[0], keys[2]);
   });
 
+  test("insights.set gets a key, and so does insights.increment: the PATCH that is not idempotent", async () => {
+    const insight = { title: "t", value: 1, icon: null, createdAt: "x", updatedAt: "x" };
+    const { fetch, calls } = scriptedFetch(fail(500, "boom"), ok(insight), connectionRefused(), ok(insight, { status: 200 }));
+    const tocsin = new RecordingTocsin("key", { fetch });
+    await tocsin.insights.set("t", 1);
+    await tocsin.insights.increment("t", 1);
+    assert.deepEqual(calls.map((call) => call.init.method), ["POST", "POST", "PATCH", "PATCH"]);
+    const keys = calls.map((call) => header(call, "Idempotency-Key"));
+    keys.forEach((key) => assert.match(key, UUID_RE));
+    assert.equal(keys[0], keys[1]);
+    assert.equal(keys[2], keys[3], "a retried increment carries the same key, so the service adds once");
+    assert.notEqual(keys[0], keys[2]);
+  });
+
+  test("insights.increment sends the caller's key, and none of its own without retries", async () => {
+    const insight = { title: "t", value: 1, icon: null, createdAt: "x", updatedAt: "x" };
+    const { fetch, calls } = scriptedFetch(ok(insight), ok(insight));
+    const tocsin = new RecordingTocsin("key", { fetch });
+    await tocsin.insights.increment("t", 1, { idempotencyKey: "signup-42" });
+    await tocsin.insights.increment("t", 1, { maxRetries: 0 });
+    assert.equal(header(calls[0], "Idempotency-Key"), "signup-42");
+    assert.equal(header(calls[1], "Idempotency-Key"), undefined);
+  });
+
   test("the body is the same on every attempt", async () => {
     const { fetch, calls } = scriptedFetch(fail(500, "boom"), ok(EVENT));
     const tocsin = new RecordingTocsin("key", { fetch });

@@ -421,3 +421,69 @@ describe("events.stream over HTTP", () => {
     }
   });
 });
+
+describe("tocsin.stream: events and insight changes", () => {
+  const insight = (title, value) => ({ title, value, icon: null, createdAt: "2026-11-23T06:40:00Z", updatedAt: "2026-11-23T06:40:00Z" });
+  const insightFrame = (title, value) => `event: insight\ndata: ${JSON.stringify(insight(title, value))}\n\n`;
+  const deletedFrame = (title) =>
+    `event: insight-deleted\ndata: ${JSON.stringify({ title, deleted: true, deletedAt: "2026-11-23T06:41:00Z" })}\n\n`;
+
+  async function messages(stream, count) {
+    const seen = [];
+    for await (const message of stream) {
+      seen.push(message);
+      if (seen.length >= count) break;
+    }
+    return seen;
+  }
+
+  test("yields every kind of message, typed, in order; unknown kinds are skipped", async () => {
+    const body = sseBody(frame(1), insightFrame("Revenue", 1250), "event: ping\ndata: {}\n\n", deletedFrame("Revenue"), frame(2));
+    const { tocsin, calls } = client({}, body.response());
+    const seen = await messages(tocsin.stream(), 4);
+    assert.deepEqual(seen, [
+      { type: "event", id: "e1", data: event(1) },
+      { type: "insight", data: insight("Revenue", 1250) },
+      { type: "insight-deleted", data: { title: "Revenue", deleted: true, deletedAt: "2026-11-23T06:41:00Z" } },
+      { type: "event", id: "e2", data: event(2) },
+    ]);
+    assert.equal(calls[0].url, "http://tocsin.test/v1/stream");
+    assert.equal(header(calls[0], "Accept"), "text/event-stream");
+  });
+
+  test("insight messages have no id: lastEventId stays the last event's, and a resume sends it", async () => {
+    const { tocsin, calls } = client({}, ended(frame(1), insightFrame("Trials", 2), insightFrame("Trials", 3)), ended(frame(2)));
+    const stream = tocsin.stream({ channel: "payments" });
+    const seen = await messages(stream, 4);
+    assert.deepEqual(seen.map((m) => m.type), ["event", "insight", "insight", "event"]);
+    assert.equal(seen[2].data.value, 3);
+    assert.equal(calls[0].url, "http://tocsin.test/v1/stream?channel=payments");
+    assert.equal(header(calls[1], "Last-Event-ID"), "e1", "the insights in between did not move the resume point");
+    assert.equal(stream.lastEventId, "e2");
+  });
+
+  test("events.stream skips insight messages, even unreadable ones, and yields the events", async () => {
+    const { tocsin } = client({}, ended(insightFrame("Revenue", 1), frame(1), "event: insight\ndata: {oops\n\n", deletedFrame("Revenue"), frame(2)));
+    const stream = tocsin.events.stream();
+    assert.deepEqual(await take(stream, 2), ["e1", "e2"]);
+    assert.equal(stream.lastEventId, "e2");
+  });
+
+  test("an insight message that is not JSON is thrown by tocsin.stream", async () => {
+    const { tocsin } = client({}, ended("event: insight\ndata: {oops\n\n"));
+    await assert.rejects(messages(tocsin.stream(), 1), /insight message that is not JSON/);
+  });
+
+  test("the signal in params or options ends it without an error", async () => {
+    const body = sseBody(insightFrame("A", 1));
+    const { tocsin } = client({}, body.response());
+    const controller = new AbortController();
+    const seen = [];
+    for await (const message of tocsin.stream({}, { signal: controller.signal })) {
+      seen.push(message.type);
+      controller.abort();
+    }
+    assert.deepEqual(seen, ["insight"]);
+    assert.equal(body.cancelled, true);
+  });
+});

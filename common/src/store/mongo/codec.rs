@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::rules::AlertRules;
 use crate::store::{
     ApiKey, ApnsEnvironment, Delivery, DeliveryState, Device, DeviceKind, Event, Identity,
-    KeyScope, NotificationState, Priority, PushTarget, Scope, StoreError, StoreResult,
+    KeyScope, NotificationState, Parser, Priority, PushTarget, Scope, StoreError, StoreResult,
     WebPushSubscription,
 };
 
@@ -188,6 +188,8 @@ pub(super) fn event_to_doc(e: &Event) -> Document {
         "notificationDueAt": e.notification_due_at.as_ref().map(date),
         "priority": e.priority.as_str(),
         "alertKey": e.alert_key.clone(),
+        "parser": e.parser.as_str(),
+        "url": e.url.clone(),
     }
 }
 
@@ -217,6 +219,8 @@ pub(super) fn event_from_doc(d: &Document) -> StoreResult<Event> {
             notification_due_at: opt_date(d, "notificationDueAt"),
             priority: Priority::from_stored(d.get_str("priority").ok())?,
             alert_key: opt_str(d, "alertKey"),
+            parser: Parser::from_stored(d.get_str("parser").ok())?,
+            url: opt_str(d, "url"),
         })
     };
     parse().map_err(|e| corrupt("event", e))
@@ -337,23 +341,114 @@ pub(super) fn delivery_from_doc(d: &Document) -> StoreResult<Delivery> {
     parse().map_err(|e| corrupt("delivery", e))
 }
 
-/// An identity and the version its optimistic-concurrency check compares.
-pub(super) fn identity_from_doc(d: &Document) -> StoreResult<(Identity, i64)> {
-    let parse = || -> anyhow::Result<(Identity, i64)> {
+/// A user's document as stored: the user, and what the identities module
+/// keeps beside it (`identities.rs` says what each is for).
+#[derive(Debug, Clone)]
+pub(super) struct UserDoc {
+    pub(super) identity: Identity,
+    /// What identify's optimistic-concurrency check compares (event
+    /// counts never change it).
+    pub(super) version: i64,
+    /// Set once the user was merged into this one: it only forwards.
+    pub(super) merged_into: Option<String>,
+    /// For each user merged into this one, how many of its events this
+    /// one's count holds.
+    pub(super) folded: Vec<(String, u64)>,
+    /// Whether it was ever seen (an alias's own document is not, until an
+    /// event is recorded under it): only then do its seen times count.
+    pub(super) seen: bool,
+}
+
+/// An integer field, whichever width it was stored with; 0 when absent.
+fn int(d: &Document, key: &str) -> i64 {
+    match d.get(key) {
+        Some(Bson::Int64(n)) => *n,
+        Some(Bson::Int32(n)) => i64::from(*n),
+        Some(Bson::Double(f)) => *f as i64,
+        _ => 0,
+    }
+}
+
+pub(super) fn user_from_doc(d: &Document) -> StoreResult<UserDoc> {
+    let parse = || -> anyhow::Result<UserDoc> {
+        let created_at = d.get_datetime("createdAt")?.to_chrono();
+        let updated_at = d.get_datetime("updatedAt")?.to_chrono();
         let identity = Identity {
             user_id: d.get_str("userId")?.to_owned(),
-            properties: from_document(d.get_document("properties")?),
+            properties: d
+                .get_document("properties")
+                .map(from_document)
+                .unwrap_or_default(),
             aliases: d
-                .get_array("aliases")?
-                .iter()
-                .filter_map(|a| a.as_str().map(str::to_owned))
-                .collect(),
-            created_at: d.get_datetime("createdAt")?.to_chrono(),
-            updated_at: d.get_datetime("updatedAt")?.to_chrono(),
+                .get_array("aliases")
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|a| a.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            created_at,
+            updated_at,
+            // Identified before counters were: seen when identified.
+            first_seen_at: opt_date(d, "firstSeenAt").unwrap_or(created_at),
+            last_seen_at: opt_date(d, "lastSeenAt").unwrap_or(updated_at),
+            event_count: u64::try_from(int(d, "eventCount")).unwrap_or(0),
         };
-        Ok((identity, d.get_i64("version")?))
+        let folded = d
+            .get_array("folded")
+            .map(|a| {
+                a.iter()
+                    .filter_map(|f| {
+                        let f = f.as_document()?;
+                        let n = u64::try_from(int(f, "eventCount")).unwrap_or(0);
+                        Some((f.get_str("userId").ok()?.to_owned(), n))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(UserDoc {
+            identity,
+            version: int(d, "version"),
+            merged_into: opt_str(d, "mergedInto"),
+            folded,
+            seen: d.contains_key("lastSeenAt"),
+        })
     };
     parse().map_err(|e| corrupt("identity", e))
+}
+
+/// The whole document of a new user of `scope`.
+pub(super) fn user_to_doc(scope: &Scope, user: &UserDoc) -> Document {
+    let i = &user.identity;
+    let mut document = scope_filter(scope);
+    document.insert("userId", &i.user_id);
+    document.extend(user_fields(user));
+    document.insert("createdAt", date(&i.created_at));
+    document.insert(
+        "eventCount",
+        i64::try_from(i.event_count).unwrap_or(i64::MAX),
+    );
+    document.insert("firstSeenAt", date(&i.first_seen_at));
+    document.insert("lastSeenAt", date(&i.last_seen_at));
+    document
+}
+
+/// The fields of a user that identify writes (the counters are written
+/// apart, with `$inc` and conditional sets, so that no event's count is
+/// overwritten).
+pub(super) fn user_fields(user: &UserDoc) -> Document {
+    let folded: Vec<Document> = user
+        .folded
+        .iter()
+        .map(|(id, n)| doc! { "userId": id, "eventCount": i64::try_from(*n).unwrap_or(i64::MAX) })
+        .collect();
+    doc! {
+        "properties": to_document(&user.identity.properties),
+        "aliases": user.identity.aliases.clone(),
+        "updatedAt": date(&user.identity.updated_at),
+        "version": user.version,
+        "folded": folded,
+    }
 }
 
 #[cfg(test)]

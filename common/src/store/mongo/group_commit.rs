@@ -18,6 +18,13 @@
 //! channels it saw exist (channels are never deleted, so that stays true)
 //! and upserts only the others, once per batch each, before the events.
 //!
+//! After the bulk write, the users the new events name get their counts
+//! (`user_counts`: one `update` command for the batch), before any caller
+//! is answered; events under an alias are counted on the alias and their
+//! users settled in the finishing below. A failure to write the counts is
+//! logged, and the batch's callers still get their events: those are
+//! stored, and a retry would find them stored and count nothing.
+//!
 //! After the bulk write, each new event's idempotency outcome (already in
 //! the event's document) is copied to its key's record, all concurrently,
 //! and only then is its caller answered: the answer the request settles
@@ -45,7 +52,9 @@ use super::{
     bulk_insert::{self, Written},
     classify,
     codec::{date, event_from_doc},
-    idempotency, is_duplicate_key,
+    idempotency,
+    identities::{self, Users},
+    is_duplicate_key, user_counts,
 };
 use crate::store::{Event, IdempotentOutcome, Inserted, Scope, StoreError, StoreResult};
 
@@ -64,6 +73,7 @@ pub(super) struct Collections {
     pub(super) events: Collection<Document>,
     pub(super) channels: Collection<Document>,
     pub(super) idempotency: Collection<Document>,
+    pub(super) users: Users,
 }
 
 /// A queued insert.
@@ -72,6 +82,8 @@ struct Pending {
     scope: Scope,
     channel: ChannelKey,
     created_at: DateTime<Utc>,
+    /// The user the event names, counted once it is stored.
+    user_id: Option<String>,
     document: Document,
     outcome: Option<IdempotentOutcome>,
     reply: oneshot::Sender<StoreResult<Inserted>>,
@@ -142,6 +154,7 @@ impl Writer {
                 event.channel_name.clone(),
             ),
             created_at: event.created_at,
+            user_id: event.user_id.clone(),
             document,
             outcome,
             reply,
@@ -173,7 +186,8 @@ async fn run(mut rx: mpsc::Receiver<Pending>, to: Collections, counts: Arc<Count
         }
         let written = write(&to, &mut known, batch, &counts).await;
         if !written.is_empty() {
-            tokio::spawn(finish(to.clone(), written));
+            let to_settle = count_users(&to.users, &written).await;
+            tokio::spawn(finish(to.clone(), written, to_settle));
         }
     }
 }
@@ -269,9 +283,40 @@ async fn create_channels(
     failed
 }
 
-/// Reads back the events found already stored, copies the new events'
-/// idempotency outcomes, then answers every caller of the batch.
-async fn finish(to: Collections, written: Vec<(Pending, Written)>) {
+/// Counts the new events of a batch that name a user, in order with the
+/// other batches (so two batches never race to make one user); returns
+/// the users whose aliases they were recorded under, to settle.
+async fn count_users(users: &Users, written: &[(Pending, Written)]) -> Vec<(Scope, String)> {
+    let named = written.iter().filter_map(|(p, w)| match w {
+        Written::New => Some((&p.scope, p.user_id.as_deref()?, p.created_at)),
+        _ => None,
+    });
+    match user_counts::count(users, named).await {
+        Ok(to_settle) => to_settle,
+        Err(e) => {
+            tracing::error!(error = %e, "the batch's user counters were not written");
+            Vec::new()
+        }
+    }
+}
+
+/// Settles the users whose aliases the batch's events were recorded
+/// under, reads back the events found already stored, copies the new
+/// events' idempotency outcomes, then answers every caller of the batch.
+async fn finish(
+    to: Collections,
+    written: Vec<(Pending, Written)>,
+    to_settle: Vec<(Scope, String)>,
+) {
+    let now = crate::time::now();
+    let settled = to_settle
+        .iter()
+        .map(|(scope, user_id)| identities::settle(&to.users, scope, user_id, now));
+    for (result, (_, user_id)) in join_all(settled).await.into_iter().zip(&to_settle) {
+        if let Err(e) = result {
+            tracing::warn!(userId = %user_id, error = %e, "a user's aliases were not settled");
+        }
+    }
     let duplicates: Vec<String> = written
         .iter()
         .filter(|(_, w)| matches!(w, Written::Duplicate))

@@ -16,6 +16,7 @@ use super::{
     MongoStore, classify,
     codec::{corrupt, date, event_from_doc, scope_filter, state_names},
     find_all,
+    identities::Users,
 };
 use crate::store::{
     Bucket, ChannelStats, Event, EventFilter, EventPosition, HistoryStore, NotificationState,
@@ -42,7 +43,11 @@ impl HistoryStore for MongoStore {
                     query.insert("tags", tag);
                 }
                 if let Some(user_id) = &filter.user_id {
-                    query.insert("userId", user_id);
+                    // The user's events: under its id or any alias. The
+                    // `$type` repeats the partial index's filter, which a
+                    // query must state to be served by it.
+                    let ids = Users::new(&self.db).event_user_ids(scope, user_id).await?;
+                    query.insert("userId", doc! { "$in": ids, "$type": "string" });
                 }
                 let mut all_of = Vec::new();
                 if let Some(text) = &filter.text {
@@ -254,7 +259,7 @@ fn beyond(position: EventPosition, op: &str) -> Document {
 /// `text` as a regular expression matching itself: every character that is
 /// not a letter, digit or space is escaped (a backslash before any other
 /// character means that character, in PCRE and in every engine like it).
-fn escape_regex(text: &str) -> String {
+pub(super) fn escape_regex(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for c in text.chars() {
         if !(c.is_alphanumeric() || c == ' ' || c == '_') {

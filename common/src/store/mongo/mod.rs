@@ -19,6 +19,7 @@
 //! | `TenancyStore` | `tenancy` |
 //! | `DeviceStore` | `devices` |
 //! | `IdentityStore` | `identities` |
+//! | `InsightStore` | `insights` |
 //!
 //! The driver is awaited in many places (cursors included), so each method
 //! runs its body through the store's deadline and observer as one call
@@ -37,9 +38,11 @@ mod group_commit;
 mod history;
 mod idempotency;
 mod identities;
+mod insights;
 mod keys;
 mod summaries;
 mod tenancy;
+mod user_counts;
 
 pub use group_commit::GroupCommitCounts;
 
@@ -66,6 +69,7 @@ const IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 const EVENTS: &str = "events";
 const CHANNELS: &str = "channels";
 const IDEMPOTENCY: &str = "idempotency";
+const IDENTITIES: &str = "identities";
 
 pub struct MongoStore {
     db: mongodb::Database,
@@ -106,6 +110,7 @@ impl MongoStore {
             events: db.collection(EVENTS),
             channels: db.collection(CHANNELS),
             idempotency: db.collection(IDEMPOTENCY),
+            users: identities::Users::new(&db),
         });
         let store = Self {
             db,
@@ -115,6 +120,13 @@ impl MongoStore {
         };
         store.create_indexes().await?;
         store.adopt_scopes().await?;
+        user_counts::migrate(
+            &identities::Users::new(&store.db),
+            &store.events(),
+            &store.db.collection("migrations"),
+            crate::time::now(),
+        )
+        .await?;
         Ok(store)
     }
 
@@ -199,6 +211,28 @@ impl MongoStore {
                 self.identities(),
                 unique(doc! { "org": 1, "project": 1, "userId": 1 }),
             ),
+            // Users: the listing (most recently seen first) and the
+            // forwarders of a user (its aliases, `identities.rs`).
+            (
+                self.identities(),
+                plain(doc! { "org": 1, "project": 1, "lastSeenAt": -1, "userId": -1 }),
+            ),
+            (
+                self.identities(),
+                plain(doc! { "org": 1, "project": 1, "mergedInto": 1 }),
+            ),
+            // A user's timeline: only events with a user take room in it.
+            (
+                self.events(),
+                IndexModel::builder()
+                    .keys(doc! { "org": 1, "project": 1, "userId": 1, "createdAt": -1, "_id": -1 })
+                    .options(
+                        IndexOptions::builder()
+                            .partial_filter_expression(doc! { "userId": { "$type": "string" } })
+                            .build(),
+                    )
+                    .build(),
+            ),
             (
                 self.idempotency(),
                 unique(doc! { "org": 1, "project": 1, "key": 1 }),
@@ -220,6 +254,13 @@ impl MongoStore {
                 self.destinations(),
                 plain(doc! { "org": 1, "project": 1, "_id": 1 }),
             ),
+            // An insight by its title (unique per project), and the live
+            // streams' look for what changed since they last looked.
+            (
+                self.insights(),
+                unique(doc! { "org": 1, "project": 1, "title": 1 }),
+            ),
+            (self.insights(), plain(doc! { "updatedAt": 1 })),
             // The relay's look for summaries whose window ended.
             (self.summaries(), plain(doc! { "state": 1, "recheckAt": 1 })),
         ];
@@ -263,7 +304,7 @@ impl MongoStore {
         self.db.collection(EVENTS)
     }
     fn identities(&self) -> Collection<Document> {
-        self.db.collection("identities")
+        self.db.collection(IDENTITIES)
     }
     fn idempotency(&self) -> Collection<Document> {
         self.db.collection(IDEMPOTENCY)
@@ -276,6 +317,9 @@ impl MongoStore {
     }
     fn summaries(&self) -> Collection<Document> {
         self.db.collection("summaries")
+    }
+    fn insights(&self) -> Collection<Document> {
+        self.db.collection("insights")
     }
     fn destinations(&self) -> Collection<Document> {
         self.db.collection("destinations")

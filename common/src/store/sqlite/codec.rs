@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::rules::AlertRules;
 use crate::store::{
     ApiKey, ApnsEnvironment, Delivery, DeliveryState, Device, DeviceKind, Event, KeyScope,
-    NotificationState, Priority, PushTarget, Scope, WebPushSubscription,
+    NotificationState, Parser, Priority, PushTarget, Scope, WebPushSubscription,
 };
 
 /// States as one JSON array parameter, matched with
@@ -94,7 +94,7 @@ pub(super) fn key_from_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
 
 pub(super) const EVENT_COLUMNS: &str = "id, org, project, channel_name, title, description, icon, \
      tags, metadata, user_id, notify, source, created_at, notification_state, request_id, \
-     notification_due_ms, priority, alert_key";
+     notification_due_ms, priority, alert_key, parser, url";
 
 pub(super) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
     Ok(Event {
@@ -115,6 +115,9 @@ pub(super) fn event_from_row(r: &Row<'_>) -> rusqlite::Result<Event> {
         notification_due_at: r.get::<_, Option<i64>>(15)?.map(from_ms).transpose()?,
         priority: parse_enum(&r.get::<_, String>(16)?, Priority::parse)?,
         alert_key: r.get(17)?,
+        parser: Parser::from_stored(Some(&r.get::<_, String>(18)?))
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?,
+        url: r.get(19)?,
     })
 }
 

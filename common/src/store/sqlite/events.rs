@@ -1,6 +1,7 @@
 //! Events, the channels their first event creates (in the same
 //! transaction), the idempotency outcome of the request that created one
-//! (in the same transaction too), and the notification state the outbox
+//! (in the same transaction too), its user's counters (`identities`, in
+//! the same transaction), and the notification state the outbox
 //! relay works from. Inserts and state moves go through the group-commit
 //! writer.
 
@@ -14,7 +15,7 @@ use uuid::Uuid;
 use super::{
     SqliteStore,
     codec::{EVENT_COLUMNS, event_from_row, ms, state_list, to_json, ts},
-    deliveries, idempotency,
+    deliveries, idempotency, identities,
 };
 use crate::store::{
     Event, EventStore, IdempotentOutcome, Inserted, NotificationState, Scope, StoreResult,
@@ -33,7 +34,7 @@ pub(super) const UNSETTLED: &str = "notification_state IN ('pending', 'queued')"
 static INSERT_EVENT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "INSERT INTO events ({EVENT_COLUMNS}) \
-         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18) \
+         VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20) \
          ON CONFLICT (id) DO NOTHING"
     )
 });
@@ -204,6 +205,8 @@ fn insert_in(
         e.notification_due_at.as_ref().map(ms),
         e.priority.as_str(),
         e.alert_key,
+        e.parser.as_str(),
+        e.url,
     ])?;
     if inserted == 0 {
         let existing = c
@@ -220,6 +223,7 @@ fn insert_in(
         e.channel_name,
         created
     ])?;
+    identities::count_event_in(c, e)?;
     if let Some(outcome) = outcome {
         idempotency::complete_in(c, &e.scope, &outcome.key, &outcome.response)?;
     }

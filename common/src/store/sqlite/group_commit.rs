@@ -385,6 +385,8 @@ pub(super) mod tests {
             notification_due_at: None,
             priority: Default::default(),
             alert_key: None,
+            parser: crate::store::Parser::Text,
+            url: None,
         }
     }
 

@@ -8,6 +8,7 @@ use rusqlite::{ToSql, TransactionBehavior, params};
 use super::{
     SqliteStore,
     codec::{EVENT_COLUMNS, event_from_row, parse_ts, state_list, ts},
+    identities,
 };
 use crate::store::{
     Bucket, ChannelStats, Event, EventFilter, EventPosition, HistoryStore, NotificationState,
@@ -112,9 +113,11 @@ impl HistoryStore for SqliteStore {
                 vec![Box::new(tag.clone())],
             );
         }
-        if let Some(user_id) = &filter.user_id {
+        // The user's own id for now: the read puts each of its ids there.
+        let user = filter.user_id.as_ref().map(|user_id| {
             w.push("user_id = ?", vec![Box::new(user_id.clone())]);
-        }
+            (w.params.len() - 1, user_id.clone())
+        });
         if let Some(text) = &filter.text {
             let needle = text.to_lowercase();
             w.push(
@@ -131,7 +134,12 @@ impl HistoryStore for SqliteStore {
         if let Some(before) = before {
             w.push("(created_at, id) < (?, ?)", position_params(before));
         }
-        select_events(self, "list_events", w, "created_at DESC, id DESC", limit).await
+        match user {
+            None => select_events(self, "list_events", w, "created_at DESC, id DESC", limit).await,
+            Some((slot, user_id)) => {
+                events_of_user(self, scope.clone(), w, slot, user_id, limit).await
+            }
+        }
     }
 
     async fn events_after(
@@ -253,6 +261,43 @@ impl HistoryStore for SqliteStore {
         })
         .await
     }
+}
+
+/// The newest `limit` events `w` selects about the user `user_id` names,
+/// recorded under its own id or any of its aliases (`w`'s parameter `slot`
+/// holds the id): one range of `events_by_user` per id, each read newest
+/// first and at most `limit` long, merged. So a page costs `limit` events
+/// per id the user has, however many events it has.
+async fn events_of_user(
+    store: &SqliteStore,
+    scope: Scope,
+    mut w: Conditions,
+    slot: usize,
+    user_id: String,
+    limit: u32,
+) -> StoreResult<Vec<Event>> {
+    let limit_param = w.bind(Box::new(limit));
+    let sql = format!(
+        "SELECT {EVENT_COLUMNS} FROM events {} ORDER BY created_at DESC, id DESC LIMIT {limit_param}",
+        w.where_clause()
+    );
+    store
+        .run("list_events", move |c| {
+            let mut events = Vec::new();
+            let mut statement = c.prepare_cached(&sql)?;
+            for id in identities::event_user_ids(c, &scope, &user_id)? {
+                let mut params = w.params();
+                params[slot] = &id;
+                let page = statement.query_map(params.as_slice(), event_from_row)?;
+                for event in page {
+                    events.push(event?);
+                }
+            }
+            events.sort_by_key(|e| std::cmp::Reverse(e.position()));
+            events.truncate(limit as usize);
+            Ok(events)
+        })
+        .await
 }
 
 /// The events `w` selects, in `order`, at most `limit` (for the store

@@ -262,6 +262,82 @@ CREATE TABLE destinations (
 );
 CREATE INDEX destinations_by_scope ON destinations (org, project, id);
 "#,
+    // Event fields (issue 33): how the description is written and where a
+    // tap on the alert leads. Every event stored before them is text.
+    r#"
+ALTER TABLE events ADD COLUMN parser TEXT NOT NULL DEFAULT 'text';
+ALTER TABLE events ADD COLUMN url TEXT;
+"#,
+    // User journeys (issue 33): a user's counters (how many events, first
+    // and last seen), kept as events are written; the alias index an event
+    // under an alias is counted for its user by (`identities.rs`); the
+    // user listing's index (most recently seen first) and the timeline's
+    // (a user's events, newest first: only events with a user take room in
+    // it). Existing data is counted once, here: each existing alias goes to
+    // the first user (by creation) that listed it, unless it is another
+    // user's own id; every event with a user counts for the user it names
+    // (through the aliases), and a user its events name but identify never
+    // did gets a record. Identify calls counted as seen (`created_at`,
+    // `updated_at`) widen first and last seen.
+    r#"
+ALTER TABLE identities ADD COLUMN first_seen_at TEXT;
+ALTER TABLE identities ADD COLUMN last_seen_at TEXT;
+ALTER TABLE identities ADD COLUMN event_count INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE user_aliases (
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    alias TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    PRIMARY KEY (org, project, alias)
+);
+CREATE INDEX user_aliases_by_user ON user_aliases (org, project, user_id);
+INSERT OR IGNORE INTO user_aliases (org, project, alias, user_id)
+    SELECT i.org, i.project, a.value, i.user_id
+    FROM identities i, json_each(i.aliases) a
+    WHERE a.type = 'text' AND a.value != i.user_id AND NOT EXISTS (
+        SELECT 1 FROM identities o
+        WHERE o.org = i.org AND o.project = i.project AND o.user_id = a.value)
+    ORDER BY i.created_at, i.user_id;
+CREATE INDEX events_by_user ON events (org, project, user_id, created_at, id)
+    WHERE user_id IS NOT NULL;
+CREATE TEMP TABLE seen AS
+    SELECT e.org AS org, e.project AS project, coalesce(a.user_id, e.user_id) AS user_id,
+        COUNT(*) AS n, MIN(e.created_at) AS first, MAX(e.created_at) AS last
+    FROM events e LEFT JOIN user_aliases a
+        ON a.org = e.org AND a.project = e.project AND a.alias = e.user_id
+    WHERE e.user_id IS NOT NULL
+    GROUP BY 1, 2, 3;
+INSERT INTO identities (org, project, user_id, properties, aliases, created_at, updated_at,
+        first_seen_at, last_seen_at, event_count)
+    SELECT org, project, user_id, '{}', '[]', first, first, first, last, n FROM seen WHERE true
+    ON CONFLICT (org, project, user_id) DO UPDATE SET
+        event_count = excluded.event_count,
+        first_seen_at = min(identities.created_at, excluded.first_seen_at),
+        last_seen_at = max(identities.updated_at, excluded.last_seen_at);
+UPDATE identities SET first_seen_at = created_at, last_seen_at = updated_at
+    WHERE first_seen_at IS NULL;
+DROP TABLE seen;
+CREATE INDEX identities_by_last_seen ON identities (org, project, last_seen_at, user_id);
+"#,
+    // Insights (issue 33): a project's named live values, one row each.
+    // `value` is JSON (a string, a number or a boolean), NULL once deleted:
+    // a deleted insight is kept a while (`insight::DELETION_KEPT`) so that
+    // every replica's stream, which follows changes by `updated_at`, sees
+    // the deletion. `version` grows with every change, deletions included.
+    r#"
+CREATE TABLE insights (
+    org TEXT NOT NULL,
+    project TEXT NOT NULL,
+    title TEXT NOT NULL,
+    value TEXT,
+    icon TEXT,
+    version INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (org, project, title)
+);
+CREATE INDEX insights_by_change ON insights (updated_at);
+"#,
 ];
 
 /// Applies the migrations this database has not run yet, each in its own
@@ -273,10 +349,21 @@ pub(super) fn migrate(c: &mut rusqlite::Connection) -> rusqlite::Result<()> {
     })?;
     let applied: i64 = c.pragma_query_value(None, "user_version", |r| r.get(0))?;
     for (i, sql) in (0i64..).zip(MIGRATIONS).skip_while(|(i, _)| *i < applied) {
+        let started = std::time::Instant::now();
+        let before = c.total_changes();
         let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", i + 1)?;
         tx.commit()?;
+        // A migration that adopts existing data (counts the events stored,
+        // say) takes time on a large file: the log says which one ran, how
+        // many rows it wrote and for how long.
+        tracing::info!(
+            version = i + 1,
+            rows = c.total_changes() - before,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "schema migration applied"
+        );
     }
     Ok(())
 }
@@ -384,5 +471,89 @@ mod tests {
                 .get_version_num(),
             7
         );
+    }
+
+    /// A database last opened before users had counters: each user gets
+    /// the events already stored (under its id or an alias it listed) and
+    /// its identify calls as first and last seen; a user only events named
+    /// gets a record; an alias that is another user's own id stays that
+    /// user's.
+    #[test]
+    fn users_get_their_counters_from_the_events_already_stored() {
+        let mut c = rusqlite::Connection::open_in_memory().expect("opens");
+        let users_at = MIGRATIONS
+            .iter()
+            .position(|sql| sql.contains("CREATE TABLE user_aliases"))
+            .expect("the users migration");
+        c.create_scalar_function("uuid7", 0, FunctionFlags::SQLITE_UTF8, |_| {
+            Ok(uuid::Uuid::now_v7().to_string())
+        })
+        .expect("uuid7");
+        for sql in &MIGRATIONS[..users_at] {
+            c.execute_batch(sql).expect("older migration");
+        }
+        c.pragma_update(None, "user_version", users_at as i64)
+            .expect("version");
+        let at = |day: u32| format!("2025-01-{day:02}T00:00:00.000000Z");
+        for (user, aliases, created, updated) in [
+            ("ada", r#"["anon", "grace", "ada"]"#, at(10), at(12)),
+            ("grace", "[]", at(11), at(11)),
+        ] {
+            c.execute(
+                "INSERT INTO identities (org, project, user_id, properties, aliases, \
+                 created_at, updated_at) VALUES ('o', 'p', ?1, '{}', ?2, ?3, ?4)",
+                rusqlite::params![user, aliases, created, updated],
+            )
+            .expect("an old identity");
+        }
+        for (i, (user, day)) in [
+            (Some("anon"), 1),
+            (Some("ada"), 20),
+            (Some("grace"), 5),
+            (Some("linus"), 7),
+            (Some("linus"), 9),
+            (None, 30),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            c.execute(
+                "INSERT INTO events (id, org, project, channel_name, title, tags, metadata, \
+                 user_id, notify, created_at) VALUES (?1, 'o', 'p', 'c', 't', '[]', '{}', ?2, 0, ?3)",
+                rusqlite::params![format!("e{i}"), user, at(day)],
+            )
+            .expect("an old event");
+        }
+
+        migrate(&mut c).expect("migrates");
+        let mut users: Vec<(String, i64, String, String)> = c
+            .prepare(
+                "SELECT user_id, event_count, first_seen_at, last_seen_at FROM identities \
+                 ORDER BY user_id",
+            )
+            .expect("query")
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .expect("rows")
+            .collect::<rusqlite::Result<_>>()
+            .expect("read");
+        users.sort();
+        let user =
+            |id: &str, n: i64, first: u32, last: u32| (id.to_owned(), n, at(first), at(last));
+        assert_eq!(
+            users,
+            [
+                user("ada", 2, 1, 20),
+                user("grace", 1, 5, 11),
+                user("linus", 2, 7, 9),
+            ]
+        );
+        let aliases: Vec<(String, String)> = c
+            .prepare("SELECT alias, user_id FROM user_aliases ORDER BY alias")
+            .expect("query")
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("rows")
+            .collect::<rusqlite::Result<_>>()
+            .expect("read");
+        assert_eq!(aliases, [("anon".to_owned(), "ada".to_owned())]);
     }
 }

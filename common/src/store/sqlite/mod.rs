@@ -21,6 +21,7 @@
 //! | `TenancyStore` | `tenancy` |
 //! | `DeviceStore` | `devices` |
 //! | `IdentityStore` | `identities` |
+//! | `InsightStore` | `insights` |
 //!
 //! The writes of the hot write path go through `group_commit`, which commits
 //! the writes of concurrent requests together.
@@ -35,6 +36,7 @@ mod group_commit;
 mod history;
 mod idempotency;
 mod identities;
+mod insights;
 mod keys;
 mod migrations;
 mod summaries;

@@ -1,5 +1,5 @@
 // Tocsin's feed page. Reads only the public read API (/v1/events,
-// /v1/channels, /v1/stats/events, /v1/stream) with a key the reader pastes,
+// /v1/channels, /v1/stats/events, /v1/insights, /v1/stream) with a key the reader pastes,
 // kept in local storage and sent only as a bearer token, never in a URL.
 // Event text is user input: it is only ever set with textContent.
 'use strict';
@@ -25,6 +25,10 @@
     channels: [],
     chart: null,
     resyncTimer: 0,
+    // Insights' tiles by title; titles the stream changed while listing.
+    tiles: new Map(),
+    insightsGen: 0,
+    touched: null,
     // An event to show once it is on the page (an alert was clicked).
     focus: null,
   };
@@ -168,6 +172,7 @@
   }
 
   function forget() {
+    document.dispatchEvent(new CustomEvent('tocsin:forget'));
     stopStream();
     localStorage.removeItem(STORAGE);
     state.key = null;
@@ -182,6 +187,10 @@
     $('channels').replaceChildren();
     state.chart = null;
     $('chart').replaceChildren();
+    state.insightsGen++;
+    state.tiles.clear();
+    $('insight-tiles').replaceChildren();
+    $('insights').hidden = true;
     $('chart-caption').textContent = '';
     showLogin();
   }
@@ -234,6 +243,17 @@
     }
   }
 
+  // A link's host and path, short enough for one line.
+  function linkText(url) {
+    try {
+      const u = new URL(url);
+      const text = u.host + (u.pathname === '/' ? '' : u.pathname);
+      return '↗ ' + (text.length > 60 ? text.slice(0, 59) + '…' : text);
+    } catch {
+      return '↗ link';
+    }
+  }
+
   function render(ev) {
     const li = el('li', 'event');
     li.dataset.id = ev.id;
@@ -247,7 +267,27 @@
     time.title = new Date(ev.createdAt).toLocaleString();
     head.append(el('h3', 'title', ev.title), time);
     body.append(head);
-    if (ev.description) body.append(el('p', 'desc', ev.description));
+    if (ev.descriptionHtml) {
+      // Markdown, rendered and sanitised by the service (only markdown's
+      // own tags; links to http(s) and mailto, rel="noopener noreferrer").
+      // A template parses it inert: nothing in it loads or runs, and the
+      // page's Content-Security-Policy forbids inline script besides.
+      const desc = el('div', 'desc markdown');
+      const parsed = document.createElement('template');
+      parsed.innerHTML = ev.descriptionHtml;
+      for (const a of parsed.content.querySelectorAll('a')) a.target = '_blank';
+      desc.append(parsed.content);
+      body.append(desc);
+    } else if (ev.description) {
+      body.append(el('p', 'desc', ev.description));
+    }
+    if (ev.url && /^https?:\/\//i.test(ev.url)) {
+      const link = el('a', 'link', linkText(ev.url));
+      link.href = ev.url;
+      link.rel = 'noopener noreferrer';
+      link.target = '_blank';
+      body.append(link);
+    }
 
     const meta = el('div', 'meta');
     const channel = ev.channelName;
@@ -257,7 +297,9 @@
     }
     if (ev.userId) {
       const userId = ev.userId;
-      meta.append(button('user', '👤 ' + userId, 'Only events of ' + userId, () => setFilter({ userId })));
+      // The user's own view (users.js): its properties, counts and timeline.
+      const open = () => document.dispatchEvent(new CustomEvent('tocsin:user', { detail: { userId } }));
+      meta.append(button('user', '👤 ' + userId, 'Open the user ' + userId, open));
     }
     body.append(meta);
     li.append(icon, body);
@@ -497,6 +539,82 @@
     }, 30000);
   }
 
+  // ---- insights ----
+
+  // Numbers in the reader's locale (1,250.5), booleans as words.
+  function formatValue(v) {
+    if (typeof v === 'number') return v.toLocaleString();
+    if (typeof v === 'boolean') return v ? 'Yes' : 'No';
+    return String(v);
+  }
+
+  function renderTile(insight) {
+    const li = el('li', 'tile');
+    const head = el('div', 'tile-head');
+    if (insight.icon) {
+      const icon = el('span', 'tile-icon', insight.icon);
+      icon.setAttribute('aria-hidden', 'true');
+      head.append(icon);
+    }
+    head.append(el('span', 'tile-title', insight.title));
+    const text = formatValue(insight.value);
+    li.append(head, el('span', text.length > 10 ? 'tile-value long' : 'tile-value', text));
+    li._insight = insight;
+    return li;
+  }
+
+  // Shows `insight` in the API's order (by creation, then title), unless
+  // its tile shows a later change.
+  function showInsight(insight, live) {
+    const old = state.tiles.get(insight.title);
+    if (old && Date.parse(old._insight.updatedAt) > Date.parse(insight.updatedAt)) return;
+    const li = renderTile(insight);
+    if (old && old._insight.createdAt === insight.createdAt) {
+      old.replaceWith(li);
+    } else {
+      if (old) old.remove();
+      const at = Date.parse(insight.createdAt);
+      const before = [...$('insight-tiles').children].find((other) => {
+        const t = Date.parse(other._insight.createdAt);
+        return at < t || (at === t && insight.title < other._insight.title);
+      });
+      $('insight-tiles').insertBefore(li, before || null);
+    }
+    state.tiles.set(insight.title, li);
+    if (live) li.classList.add('new');
+    $('insights').hidden = false;
+  }
+
+  function dropInsight(title) {
+    const li = state.tiles.get(title);
+    if (li) li.remove();
+    state.tiles.delete(title);
+    $('insights').hidden = state.tiles.size === 0;
+  }
+
+  // Read again whenever the stream (re)opens, as insights are not replayed.
+  // What the stream changed while the list was on its way wins over it.
+  async function loadInsights() {
+    const gen = ++state.insightsGen;
+    const touched = (state.touched = new Set());
+    try {
+      const data = await api('/v1/insights');
+      if (gen !== state.insightsGen) return;
+      const listed = new Set(data.insights.map((i) => i.title));
+      for (const insight of data.insights) {
+        // Not if deleted since.
+        if (!touched.has(insight.title) || state.tiles.has(insight.title)) showInsight(insight, false);
+      }
+      for (const title of [...state.tiles.keys()]) {
+        if (!listed.has(title) && !touched.has(title)) dropInsight(title);
+      }
+    } catch (err) {
+      if (gen === state.insightsGen) fail(err);
+    } finally {
+      if (state.touched === touched) state.touched = null;
+    }
+  }
+
   // ---- the live stream ----
 
   function stopStream() {
@@ -536,6 +654,7 @@
         }
         setLive('Live', true);
         settle('open');
+        loadInsights();
         backoff = state.retryMs;
         await readEvents(res.body, gen);
       } catch (err) {
@@ -596,14 +715,21 @@
   }
 
   function dispatch(type, data) {
-    if (type !== 'event') return;
+    if (type !== 'event' && type !== 'insight' && type !== 'insight-deleted') return;
     let ev;
     try {
       ev = JSON.parse(data);
     } catch (_) {
       return;
     }
+    if (type === 'insight' || type === 'insight-deleted') {
+      if (state.touched) state.touched.add(ev.title);
+      if (type === 'insight') showInsight(ev, true);
+      else dropInsight(ev.title);
+      return;
+    }
     if (matches(ev)) insert(ev, true);
+    document.dispatchEvent(new CustomEvent('tocsin:event', { detail: ev }));
     countChannel(ev);
     countInChart(ev);
     resyncSoon();

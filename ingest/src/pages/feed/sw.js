@@ -1,9 +1,9 @@
 // Tocsin's service worker, served at /sw.js so its scope covers the feed at
 // /. It shows the alerts the notifier sends by Web Push (a JSON payload of
 // title, body, channel, eventId or, for a summary of alerts held back,
-// summaryId, alertKey and tag) and opens the feed at the event, or at the
-// summary's channel, when one is clicked. No fetch handler: the feed always
-// comes from the server.
+// summaryId, alertKey, tag and url) and, when one is clicked, opens the
+// event's url, or else the feed at the event, or at the summary's channel.
+// No fetch handler: the feed always comes from the server.
 'use strict';
 
 const ICON = "/feed/icon-192.png";
@@ -11,6 +11,25 @@ const BADGE = "/feed/badge-96.png";
 
 self.addEventListener('install', () => self.skipWaiting());
 self.addEventListener('activate', (event) => event.waitUntil(self.clients.claim()));
+
+// `value` as a link a click may open: an absolute http(s) URL, or null.
+// The server sends only those; the worker checks again, since what it opens
+// must never be a javascript: or data: URL, whoever sent the push.
+function webLink(value) {
+  if (typeof value !== 'string' || !value) return null;
+  try {
+    const url = new URL(value);
+    return url.protocol === 'https:' || url.protocol === 'http:' ? url.href : null;
+  } catch (_) {
+    return null;
+  }
+}
+
+// Whether `url` is the feed's own page (this origin, at /), whatever its
+// fragment (#event=…, #channel=…).
+function isFeed(url) {
+  return url.origin === self.location.origin && url.pathname === '/';
+}
 
 function alertOf(data) {
   if (!data) return {};
@@ -43,6 +62,8 @@ self.addEventListener('push', (event) => {
   const channel = text(alert.channel);
   const lines = [text(alert.body), channel && '#' + channel].filter(Boolean);
   const options = { icon: ICON, badge: BADGE, body: lines.join('\n'), data: { eventId, summaryId, channel } };
+  const url = webLink(alert.url);
+  if (url) options.data.url = url;
   // The server's tag (the project's alertKey, or the event's or summary's
   // id): an alert with the same tag replaces this one. A payload without
   // one (an older server) falls back to the alertKey, then the id.
@@ -54,23 +75,43 @@ self.addEventListener('push', (event) => {
 
 self.addEventListener('notificationclick', (event) => {
   event.notification.close();
-  const data = event.notification.data || {};
-  const eventId = data.eventId;
-  // A summary has no event of its own: the feed opens at its channel.
-  const channel = !eventId && data.summaryId ? data.channel : null;
-  const at = eventId ? 'event=' + encodeURIComponent(eventId) : channel ? 'channel=' + encodeURIComponent(channel) : '';
-  const url = new URL(at ? '/#' + at : '/', self.location.origin);
-  event.waitUntil(
-    (async () => {
-      const windows = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
-      const feed = windows.find((w) => new URL(w.url).pathname === '/');
-      if (!feed) {
-        await self.clients.openWindow(url.href);
-        return;
-      }
-      await feed.focus();
-      if (eventId) feed.postMessage({ type: 'tocsin:event', eventId });
-      else if (channel) feed.postMessage({ type: 'tocsin:channel', channel });
-    })()
-  );
+  event.waitUntil(openAlert(event.notification.data || {}));
 });
+
+// Where a click on an alert leads: the event's url when it has one (an
+// http(s) URL: anything else is ignored), else the feed at the event, or at
+// the summary's channel. A window already showing it is focused rather
+// than another opened: the open feed for a link into the feed (it is told,
+// or sent to the link, and shows the event), a window at the very URL for
+// any other page of this origin (other origins' windows are not the
+// worker's to see).
+async function openAlert(data) {
+  const link = webLink(data.url);
+  const eventId = typeof data.eventId === 'string' ? data.eventId : null;
+  // A summary has no event of its own: the feed opens at its channel.
+  const channel = !eventId && data.summaryId && typeof data.channel === 'string' ? data.channel : null;
+  const at = eventId ? 'event=' + encodeURIComponent(eventId) : channel ? 'channel=' + encodeURIComponent(channel) : '';
+  const target = link ? new URL(link) : new URL(at ? '/#' + at : '/', self.location.origin);
+  const windows = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
+  if (!isFeed(target)) {
+    const shown = windows.find((w) => w.url === target.href);
+    if (shown) await shown.focus();
+    else await self.clients.openWindow(target.href);
+    return;
+  }
+  let feed = windows.find((w) => isFeed(new URL(w.url)));
+  if (!feed) {
+    await self.clients.openWindow(target.href);
+    return;
+  }
+  if (link) {
+    // A link into the feed (an event, a channel): the open feed goes there;
+    // a change of fragment is no reload, and the feed follows it.
+    if (feed.url !== target.href && feed.navigate) feed = (await feed.navigate(target.href).catch(() => null)) || feed;
+    await feed.focus();
+    return;
+  }
+  await feed.focus();
+  if (eventId) feed.postMessage({ type: 'tocsin:event', eventId });
+  else if (channel) feed.postMessage({ type: 'tocsin:channel', channel });
+}

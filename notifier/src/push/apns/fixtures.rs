@@ -45,6 +45,7 @@ pub(super) fn alert() -> Alert {
         alert_key: None,
         collapse_id: event_id.to_string(),
         summary: false,
+        url: Some("https://shop.example.com/orders/1234".into()),
     }
 }
 

@@ -1,5 +1,6 @@
 //! The APNs request for one alert: the JSON payload (title, body and custom
-//! data), cut to fit Apple's payload limit, and the request options (push
+//! data: channel, event or summary id, icon, alert key, and the `url` a tap
+//! opens), cut to fit Apple's payload limit, and the request options (push
 //! type, priority, expiry, collapse id). The device token is added last, per
 //! device, by [`ApnsMessage::payload`]. The event's priority picks the
 //! interruption level, the sound and `apns-priority` ([`Loudness`]).
@@ -49,6 +50,9 @@ pub(super) struct ApnsMessage {
     summary: bool,
     icon: Option<String>,
     alert_key: Option<String>,
+    /// The custom data key `url`: where the app goes when the alert is
+    /// tapped (APNs itself opens nothing; the app reads it).
+    url: Option<String>,
     /// `apns-collapse-id`: the event's id or its alert key's digest.
     collapse_id: String,
     topic: String,
@@ -61,7 +65,9 @@ impl ApnsMessage {
     /// The request for `alert` to the app `topic`, expiring a day after `now`.
     /// When the JSON would exceed the limit the body is cut first (it is what
     /// a reader can best spare), then dropped, then the title is cut; cuts
-    /// fall on char boundaries and end in "…".
+    /// fall on char boundaries and end in "…". The URL is never cut (a cut
+    /// link leads somewhere else): it is kept when the payload fits with it
+    /// and the whole title, at the body's expense, and left out otherwise.
     pub(super) fn from_alert(
         alert: &Alert,
         topic: &str,
@@ -76,6 +82,7 @@ impl ApnsMessage {
             summary: alert.summary,
             icon: alert.icon.clone(),
             alert_key: alert.alert_key.clone(),
+            url: alert.url.clone(),
             collapse_id: alert.collapse_id.clone(),
             topic: topic.to_owned(),
             expiration: since_epoch.saturating_add(EXPIRY).as_secs(),
@@ -83,6 +90,17 @@ impl ApnsMessage {
         };
         if message.fits()? {
             return Ok(message);
+        }
+        if message.url.is_some() {
+            let body = message.body.take();
+            let fits_with_url = message.fits()?;
+            message.body = body;
+            if !fits_with_url {
+                message.url = None;
+                if message.fits()? {
+                    return Ok(message);
+                }
+            }
         }
         if let Some(body) = message.body.take() {
             let cut = longest_fitting_cut(&body, |candidate| {
@@ -153,6 +171,9 @@ impl ApnsMessage {
         }
         if let Some(alert_key) = &self.alert_key {
             payload.add_custom_data("alertKey", alert_key)?;
+        }
+        if let Some(url) = &self.url {
+            payload.add_custom_data("url", url)?;
         }
         let Payload {
             options,
@@ -243,6 +264,24 @@ mod tests {
         assert_eq!(value["channel"], "payments");
         assert_eq!(value["eventId"], alert.event_id.to_string());
         assert_eq!(value["icon"], "💸");
+        assert_eq!(value["url"], "https://shop.example.com/orders/1234");
+    }
+
+    /// What an app shows for an event written in markdown, and where its
+    /// tap leads: the event as the worker turns it into an alert.
+    #[test]
+    fn a_markdown_event_is_plain_text_with_its_url_beside_the_event_id() {
+        let alert = crate::push::markdown_alert();
+        let message = ApnsMessage::from_alert(&alert, TOPIC, now()).expect("fits");
+        let (_, value) = json(&message);
+        assert_eq!(
+            value["aps"]["alert"]["body"],
+            crate::push::MARKDOWN_AS_TEXT,
+            "{value}"
+        );
+        assert_eq!(value["url"], "https://ci.example.com/runs/42?tab=log");
+        assert_eq!(value["eventId"], alert.event_id.to_string());
+        assert_eq!(value["channel"], "deploys");
     }
 
     #[test]
@@ -263,6 +302,7 @@ mod tests {
         let alert = Alert {
             icon: None,
             body: None,
+            url: None,
             ..alert()
         };
         let message = ApnsMessage::from_alert(&alert, TOPIC, now()).expect("fits");
@@ -270,6 +310,7 @@ mod tests {
         assert_eq!(value["aps"]["alert"]["title"], "Payment failed");
         assert!(value["aps"]["alert"].get("body").is_none(), "{value}");
         assert!(value.get("icon").is_none(), "{value}");
+        assert!(value.get("url").is_none(), "{value}");
     }
 
     #[test]
@@ -382,6 +423,39 @@ mod tests {
             "title needlessly short: {} bytes",
             kept.len()
         );
+    }
+
+    #[test]
+    fn a_long_description_gives_way_to_the_url_which_is_never_cut() {
+        let url = format!("https://shop.example.com/orders/{}", "9".repeat(1_500));
+        let alert = Alert {
+            body: Some("Card declined ".repeat(1_000)),
+            url: Some(url.clone()),
+            ..alert()
+        };
+        let message = ApnsMessage::from_alert(&alert, TOPIC, now()).expect("fits");
+        let (text, value) = json(&message);
+        assert!(text.len() <= MAX_PAYLOAD_BYTES, "{} bytes", text.len());
+        assert_eq!(value["url"], url.as_str(), "whole");
+        let body = value["aps"]["alert"]["body"].as_str().expect("body kept");
+        assert!(body.ends_with('…') && body.len() > 1_500, "{body}");
+    }
+
+    #[test]
+    fn a_url_that_leaves_no_room_for_the_title_is_left_out_not_cut() {
+        let alert = Alert {
+            url: Some(format!("https://shop.example.com/{}", "a".repeat(4_100))),
+            ..alert()
+        };
+        let message = ApnsMessage::from_alert(&alert, TOPIC, now()).expect("fits");
+        let (text, value) = json(&message);
+        assert!(text.len() <= MAX_PAYLOAD_BYTES, "{} bytes", text.len());
+        assert!(value.get("url").is_none(), "{value}");
+        assert_eq!(
+            value["aps"]["alert"]["body"], "Card declined for order 1234",
+            "the body is whole again once the URL is gone"
+        );
+        assert_eq!(value["eventId"], alert.event_id.to_string());
     }
 
     #[test]

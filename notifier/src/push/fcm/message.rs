@@ -1,11 +1,12 @@
 //! The FCM HTTP v1 message for one alert: a notification (the title with
-//! its icon, the body), the data an app reads (channel, event id, icon,
-//! priority), and the Android options the event's priority picks
-//! ([`android`]), cut to fit FCM's 4096-byte limit.
+//! its icon, the body as plain text), the data an app reads (channel, event
+//! id, icon, priority, the `url` a tap should open), the Android options the
+//! event's priority picks ([`android`]) and, for an https link, the web
+//! options that open it ([`webpush`]), cut to fit FCM's 4096-byte limit.
 
 use serde_json::{Value, json};
 
-use crate::push::{Alert, Priority, fit_body};
+use crate::push::{Alert, Priority, fit_body_and_url};
 
 /// FCM refuses messages whose payload is larger; the whole request body is
 /// held to it, which leaves the payload some room.
@@ -17,38 +18,57 @@ const TTL: &str = "86400s";
 pub(super) fn body(token: &str, alert: &Alert) -> Vec<u8> {
     let title = alert.display_title();
     let event_id = alert.event_id.to_string();
-    fit_body(alert.body.clone(), MAX_BYTES, |body| {
-        let mut data = json!({
-            "channel": alert.channel,
-            "thread": alert.channel,
-            "priority": alert.priority.as_str(),
-        });
-        data[if alert.summary {
-            "summaryId"
-        } else {
-            "eventId"
-        }] = json!(event_id);
-        if let Some(icon) = &alert.icon {
-            data["icon"] = json!(icon);
-        }
-        if let Some(alert_key) = &alert.alert_key {
-            data["alertKey"] = json!(alert_key);
-        }
-        let mut notification = json!({ "title": title });
-        if let Some(body) = body {
-            notification["body"] = json!(body);
-        }
-        json!({
-            "message": {
+    fit_body_and_url(
+        alert.body.clone(),
+        alert.url.as_deref(),
+        MAX_BYTES,
+        |body, url| {
+            let mut data = json!({
+                "channel": alert.channel,
+                "thread": alert.channel,
+                "priority": alert.priority.as_str(),
+            });
+            data[if alert.summary {
+                "summaryId"
+            } else {
+                "eventId"
+            }] = json!(event_id);
+            if let Some(icon) = &alert.icon {
+                data["icon"] = json!(icon);
+            }
+            if let Some(alert_key) = &alert.alert_key {
+                data["alertKey"] = json!(alert_key);
+            }
+            if let Some(url) = url {
+                data["url"] = json!(url);
+            }
+            let mut notification = json!({ "title": title });
+            if let Some(body) = body {
+                notification["body"] = json!(body);
+            }
+            let mut message = json!({
                 "token": token,
                 "notification": notification,
                 "data": data,
                 "android": android(alert.priority, &alert.collapse_id),
+            });
+            if let Some(webpush) = url.and_then(webpush) {
+                message["webpush"] = webpush;
             }
-        })
-        .to_string()
-        .into_bytes()
-    })
+            json!({ "message": message }).to_string().into_bytes()
+        },
+    )
+}
+
+/// `webpush.fcm_options.link`: the page the FCM SDK for the web opens when
+/// its notification is clicked. FCM requires https there (its v1 reference:
+/// "For all URL values, HTTPS is required") and refuses the message
+/// otherwise, so an http link goes only in `data.url`. Android has no such
+/// field: its `click_action` names an intent filter's action, not a URL, so
+/// an Android app reads `data.url` itself.
+fn webpush(url: &str) -> Option<Value> {
+    let https = url::Url::parse(url).is_ok_and(|u| u.scheme() == "https");
+    https.then(|| json!({ "fcm_options": { "link": url } }))
 }
 
 /// FCM has two Android delivery priorities, so `low` and `normal` both go
@@ -152,6 +172,39 @@ mod tests {
             assert_eq!(n["default_sound"], sound.is_some(), "{priority:?}");
             assert_eq!(message["message"]["data"]["priority"], priority.as_str());
         }
+    }
+
+    #[test]
+    fn an_https_url_is_the_web_link_and_in_the_data_and_markdown_is_text() {
+        let m = json(&body("tok", &crate::push::markdown_alert()))["message"].clone();
+        let url = "https://ci.example.com/runs/42?tab=log";
+        assert_eq!(m["webpush"], json!({ "fcm_options": { "link": url } }));
+        assert_eq!(m["data"]["url"], url);
+        assert_eq!(m["notification"]["body"], crate::push::MARKDOWN_AS_TEXT);
+        assert!(
+            m["android"]["notification"].get("click_action").is_none(),
+            "an intent action, not a URL: {m}"
+        );
+    }
+
+    #[test]
+    fn an_http_url_is_only_in_the_data_and_no_url_is_nowhere() {
+        let http = Alert {
+            url: Some("http://intranet.example/orders/42".into()),
+            ..alert(Priority::Normal, None)
+        };
+        let m = json(&body("tok", &http))["message"].clone();
+        assert!(m.get("webpush").is_none(), "FCM refuses an http link: {m}");
+        assert_eq!(m["data"]["url"], "http://intranet.example/orders/42");
+        let none = Alert {
+            url: None,
+            ..alert(Priority::Normal, None)
+        };
+        let m = json(&body("tok", &none))["message"].clone();
+        assert!(
+            m.get("webpush").is_none() && m["data"].get("url").is_none(),
+            "{m}"
+        );
     }
 
     #[test]

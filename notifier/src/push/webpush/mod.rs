@@ -16,8 +16,8 @@ use sha2::{Digest as _, Sha256};
 use web_push_native::Auth;
 
 use super::{
-    Alert, Priority, Push, PushOutcome, PushProvider, PushTarget, WebPushSubscription, fit_body,
-    retry_after,
+    Alert, Priority, Push, PushOutcome, PushProvider, PushTarget, WebPushSubscription,
+    fit_body_and_url, retry_after,
 };
 use crate::guarded::{GuardedClient, SendError};
 use crate::retry::classify::{self, Service};
@@ -73,25 +73,32 @@ impl WebPushProvider {
 }
 
 /// What the page's service worker receives: the title with the icon, the
-/// body, the channel (the `thread` it groups by), the event's id, its
-/// alert key, and the `tag` the notification is shown under, so an alert
-/// with the same tag replaces it.
+/// body (plain text), the channel (the `thread` it groups by), the event's
+/// id, its alert key, the `tag` the notification is shown under, so an
+/// alert with the same tag replaces it, and the `url` a click opens (null:
+/// the feed at the event).
 fn payload(alert: &Alert) -> Vec<u8> {
     let title = alert.display_title();
-    fit_body(alert.body.clone(), MAX_PLAINTEXT, |body| {
-        serde_json::json!({
-            "title": title,
-            "body": body,
-            "channel": alert.channel,
-            "thread": alert.channel,
-            "eventId": (!alert.summary).then_some(alert.event_id),
-            "summaryId": alert.summary.then_some(alert.event_id),
-            "alertKey": alert.alert_key,
-            "tag": alert.collapse_id,
-        })
-        .to_string()
-        .into_bytes()
-    })
+    fit_body_and_url(
+        alert.body.clone(),
+        alert.url.as_deref(),
+        MAX_PLAINTEXT,
+        |body, url| {
+            serde_json::json!({
+                "title": title,
+                "body": body,
+                "channel": alert.channel,
+                "thread": alert.channel,
+                "eventId": (!alert.summary).then_some(alert.event_id),
+                "summaryId": alert.summary.then_some(alert.event_id),
+                "alertKey": alert.alert_key,
+                "tag": alert.collapse_id,
+                "url": url,
+            })
+            .to_string()
+            .into_bytes()
+        },
+    )
 }
 
 /// RFC 8030 §5.3 `Urgency`: the event's priority, word for word (a push
@@ -175,6 +182,42 @@ mod tests {
         assert_eq!(json["body"], "Card declined");
         assert_eq!(json["channel"], "payments");
         assert_eq!(json["eventId"], uuid::Uuid::nil().to_string());
+    }
+
+    #[test]
+    fn the_payload_carries_the_url_a_click_opens_and_a_markdown_body_as_text() {
+        let json: serde_json::Value =
+            serde_json::from_slice(&payload(&crate::push::markdown_alert())).expect("json");
+        assert_eq!(json["url"], "https://ci.example.com/runs/42?tab=log");
+        assert_eq!(json["body"], crate::push::MARKDOWN_AS_TEXT);
+        let summary = Alert {
+            url: None,
+            summary: true,
+            ..alert(None)
+        };
+        let json: serde_json::Value = serde_json::from_slice(&payload(&summary)).expect("json");
+        assert_eq!(json["url"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn a_long_body_gives_way_to_the_url_and_a_url_too_long_is_left_out() {
+        let url = format!("https://shop.example.com/{}", "a".repeat(1_900));
+        let long = Alert {
+            url: Some(url.clone()),
+            ..alert(Some("é".repeat(5000)))
+        };
+        let bytes = payload(&long);
+        assert!(bytes.len() <= MAX_PLAINTEXT, "{}", bytes.len());
+        let json: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+        assert_eq!(json["url"], url.as_str(), "whole");
+        assert!(json["body"].as_str().expect("body").ends_with('…'));
+        let too_long = Alert {
+            url: Some(format!("https://shop.example.com/{}", "a".repeat(4_000))),
+            ..alert(Some("Card declined".into()))
+        };
+        let json: serde_json::Value = serde_json::from_slice(&payload(&too_long)).expect("json");
+        assert_eq!(json["url"], serde_json::Value::Null);
+        assert_eq!(json["body"], "Card declined");
     }
 
     #[test]

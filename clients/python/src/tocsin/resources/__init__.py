@@ -3,6 +3,7 @@
 from .channels import AsyncChannels, Channels
 from .devices import AsyncDevices, Devices
 from .events import AsyncEvents, Events
+from .insights import AsyncInsights, Insights
 from .stats import AsyncStats, Stats
 from .users import AsyncUsers, Users
 
@@ -15,6 +16,8 @@ __all__ = [
     "AsyncChannels",
     "Users",
     "AsyncUsers",
+    "Insights",
+    "AsyncInsights",
     "Stats",
     "AsyncStats",
 ]

@@ -3,22 +3,29 @@ time, every page in turn, or live as they are recorded."""
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Dict, Iterator, Mapping, Optional, Sequence
+from datetime import datetime
+from typing import Any, AsyncIterator, Dict, Iterator, Mapping, Optional, Sequence, Union
 
 from .._config import Timeout
 from .._exceptions import TocsinError
-from .._models import Event, EventList, EventPriority
+from .._models import Event, EventList, EventParser, EventPriority
 from .._operation import call
-from .._request import CallSpec, Headers, RequestOptions
+from .._request import CallSpec, Headers, RequestOptions, rfc3339
 from .._response import TocsinResponse
 from .._streaming import DEFAULT_IDLE_TIMEOUT, AsyncEventStream, EventStream, StreamSettings
 from ._resource import AsyncResource, SyncResource
 from .stats import Instant
 
+#: When an event happened (`events.create(timestamp=...)`): a timezone-aware
+#: datetime, an RFC 3339 string passed as is, or Unix seconds.
+Timestamp = Union[datetime, str, int, float]
+
 
 def _create(fields: Dict[str, Any]) -> CallSpec[Event]:
     if fields["tags"] is not None:
         fields["tags"] = list(fields["tags"])
+    if isinstance(fields["timestamp"], datetime):
+        fields["timestamp"] = rfc3339("timestamp", fields["timestamp"])
     return call("createEvent", Event.from_json, body=fields)
 
 
@@ -65,6 +72,9 @@ class Events(SyncResource):
         source: Optional[str] = None,
         priority: Optional[EventPriority] = None,
         alert_key: Optional[str] = None,
+        parser: Optional[EventParser] = None,
+        url: Optional[str] = None,
+        timestamp: Optional[Timestamp] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[Timeout] = None,
         extra_headers: Optional[Headers] = None,
@@ -74,7 +84,18 @@ class Events(SyncResource):
         `priority` is "low" (quiet), "normal" (the default) or "high".
         `alert_key` (1-64 characters): the push replaces, on each device, the
         notification of any earlier event of the project with the same key
-        instead of stacking up."""
+        instead of stacking up.
+
+        `icon` is one emoji or its shortcode (`":moneybag:"`), stored and
+        returned as the emoji. `parser="markdown"`: the description is
+        markdown, and the event comes back with `description_html`, rendered
+        and sanitised. `url` (http(s)): where tapping the alert leads.
+
+        `timestamp`: when the event happened, to record history: a
+        timezone-aware datetime (a naive one is refused, as for `since`), an
+        RFC 3339 string or Unix seconds, not in the future; kept to the
+        millisecond. Such an event is stored at that time and never pushed,
+        whatever `notify` says (it comes back with `notify=False`)."""
         fields = dict(
             channel_name=channel_name,
             title=title,
@@ -87,6 +108,9 @@ class Events(SyncResource):
             source=source,
             priority=priority,
             alert_key=alert_key,
+            parser=parser,
+            url=url,
+            timestamp=timestamp,
         )
         return self._client._request(
             _create(fields),
@@ -197,6 +221,9 @@ class AsyncEvents(AsyncResource):
         source: Optional[str] = None,
         priority: Optional[EventPriority] = None,
         alert_key: Optional[str] = None,
+        parser: Optional[EventParser] = None,
+        url: Optional[str] = None,
+        timestamp: Optional[Timestamp] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[Timeout] = None,
         extra_headers: Optional[Headers] = None,
@@ -214,6 +241,9 @@ class AsyncEvents(AsyncResource):
             source=source,
             priority=priority,
             alert_key=alert_key,
+            parser=parser,
+            url=url,
+            timestamp=timestamp,
         )
         return await self._client._request(
             _create(fields),
