@@ -536,7 +536,7 @@ export class Tocsin {
     return {
       ok: false,
       error: errorFromResponse(raw, meta),
-      retryable: isRetryableStatus(raw.status, hasIdempotencyKey),
+      retryable: isRetryableStatus(raw.status, hasIdempotencyKey, meta.retryAfter !== undefined),
       retryAfter: meta.retryAfter,
     };
   }

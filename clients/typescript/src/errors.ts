@@ -120,8 +120,9 @@ export class NotFoundError extends ApiError {
 /**
  * 409 or 422: the request conflicts with an earlier one with the same
  * Idempotency-Key. 409: that request is still in flight (retried when retries
- * are on, so seen only once they run out); 422: the key was used with a
- * different body, which no retry can fix.
+ * are on, so seen only once they run out), or, without Retry-After, the
+ * project already has its 100 insights (not retried); 422: the key was used
+ * with a different body, which no retry can fix.
  */
 export class ConflictError extends ApiError {
   constructor(init: ApiErrorInit) {

@@ -58,17 +58,19 @@ export function retryDelay(
  * Whether an error status is worth another attempt.
  *
  * - 429: the window resets; the request was not processed.
- * - 409 with an Idempotency-Key: the first request with that key is still in
- *   flight; once it ends, the retry gets its stored response (a replay).
- *   Without a key a 409 is a real conflict and retrying cannot help.
+ * - 409 with an Idempotency-Key and a Retry-After: the first request with
+ *   that key is still in flight; once it ends, the retry gets its stored
+ *   response (a replay). Without a key, or without Retry-After (a project
+ *   that already has its 100 insights), a 409 is a real conflict and
+ *   retrying cannot help.
  * - 5xx: the server or something in front of it failed; safe to retry because
  *   every retried POST carries an Idempotency-Key.
  *
  * Every other 4xx (including 422, same key with a different body) fails the
  * same way however often it is sent.
  */
-export function isRetryableStatus(status: number, hasIdempotencyKey: boolean): boolean {
+export function isRetryableStatus(status: number, hasIdempotencyKey: boolean, hasRetryAfter = true): boolean {
   if (status === 429) return true;
-  if (status === 409) return hasIdempotencyKey;
+  if (status === 409) return hasIdempotencyKey && hasRetryAfter;
   return status >= 500 && status <= 599;
 }

@@ -8,9 +8,8 @@ use serde_json::{Map, Value, json};
 /// The client method that wraps each operation, by operation id, and its
 /// argument when that is neither the request body nor the path's id (or
 /// both, id first). An operation the client does not wrap is shown with
-/// `tocsin.request`: `listUsers` until the clients, regenerated from the
-/// document, have it (`users.list`, with `{ q, property, limit, cursor }`).
-const METHODS: [(&str, &str, Option<&str>); 12] = [
+/// `tocsin.request`.
+const METHODS: [(&str, &str, Option<&str>); 17] = [
     ("createEvent", "events.create", None),
     ("getEvent", "events.get", None),
     (
@@ -27,6 +26,23 @@ const METHODS: [(&str, &str, Option<&str>); 12] = [
     ),
     ("identify", "identify", None),
     ("getUser", "users.get", Some(r#""user_7""#)),
+    (
+        "listUsers",
+        "users.list",
+        Some(r#"{ q: "ada", property: "plan:pro", limit: 20 }"#),
+    ),
+    (
+        "setInsight",
+        "insights.set",
+        Some(r#""Revenue today", 1250, { icon: "💰" }"#),
+    ),
+    (
+        "incrementInsight",
+        "insights.increment",
+        Some(r#""Active trials", 1, { icon: "🧪" }"#),
+    ),
+    ("listInsights", "insights.list", None),
+    ("deleteInsight", "insights.delete", Some(r#""Revenue today""#)),
     ("registerDevice", "devices.register", None),
     ("listDevices", "devices.list", None),
     ("updateDevice", "devices.update", None),
@@ -36,9 +52,8 @@ const METHODS: [(&str, &str, Option<&str>); 12] = [
 /// The Python client's method for each operation, by operation id, and its
 /// arguments when they are neither the request body (as keyword arguments)
 /// nor the path's id (or both, id first). An operation it does not wrap is
-/// shown with `client.request` (`listUsers`, until the client has
-/// `users.list`).
-const PYTHON_METHODS: [(&str, &str, Option<&str>); 13] = [
+/// shown with `client.request`.
+const PYTHON_METHODS: [(&str, &str, Option<&str>); 18] = [
     ("createEvent", "events.create", None),
     ("getEvent", "events.get", None),
     (
@@ -55,6 +70,23 @@ const PYTHON_METHODS: [(&str, &str, Option<&str>); 13] = [
     ),
     ("identify", "identify", None),
     ("getUser", "users.get", Some(r#""user_7""#)),
+    (
+        "listUsers",
+        "users.list",
+        Some(r#"q="ada", property="plan:pro", limit=20"#),
+    ),
+    (
+        "setInsight",
+        "insights.set",
+        Some(r#"title="Revenue today", value=1250, icon="💰""#),
+    ),
+    (
+        "incrementInsight",
+        "insights.increment",
+        Some(r#"title="Active trials", by=1, icon="🧪""#),
+    ),
+    ("listInsights", "insights.list", None),
+    ("deleteInsight", "insights.delete", Some(r#""Revenue today""#)),
     (
         "registerDevice",
         "devices.create",

@@ -28,6 +28,14 @@ pub(crate) const PATTERN_WORDS: &[(&str, &str)] = &[
         "^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$",
         "an event id (a UUIDv7 in lower case, as the stream's id lines give it)",
     ),
+    (
+        "^[^:]+:",
+        "a property's key, a colon, then the value to match, such as plan:pro",
+    ),
+    (
+        "^-?[0-9]{1,18}\\.(?:[0-9a-f]{2}){1,1020}$",
+        "a nextCursor this API gave out, passed unchanged",
+    ),
     // An insight's title: "." and ".." cannot be named in a URL (clients
     // resolve them as path segments, encoded or not), so none of its
     // characters alone may be all of it.

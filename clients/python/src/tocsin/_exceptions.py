@@ -117,12 +117,14 @@ class PermissionDeniedError(APIError):
 
 
 class NotFoundError(APIError):
-    """404: the event, device or user does not exist in the key's project."""
+    """404: the event, device, user or insight does not exist in the key's project."""
 
 
 class ConflictError(APIError):
     """409: a request with the same Idempotency-Key is still in flight (retried,
-    so seen once retries run out); 422: the key was used with another body."""
+    so seen once retries run out), or, without Retry-After, the project
+    already has its 100 insights (not retried); 422: the key was used with
+    another body."""
 
 
 class RateLimitError(APIError):

@@ -84,7 +84,9 @@ def read_response(
         retry_after = parse_retry_after(response.headers)
         return Failure(
             error=error_from_response(response, rate_limit=rate_limit, retry_after=retry_after),
-            retryable=is_retryable_status(response.status_code, has_idempotency_key),
+            retryable=is_retryable_status(
+                response.status_code, has_idempotency_key, retry_after is not None
+            ),
             retry_after=retry_after,
         )
     body = _json_body(response)

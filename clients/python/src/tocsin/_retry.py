@@ -21,13 +21,17 @@ MAX_RETRY_AFTER = 60.0
 JITTER = 0.25
 
 
-def is_retryable_status(status: int, has_idempotency_key: bool) -> bool:
+def is_retryable_status(
+    status: int, has_idempotency_key: bool, has_retry_after: bool = True
+) -> bool:
     """Whether an error status may go away when the request is sent again.
 
     - 429: the window resets; the request was not processed.
-    - 409 with an Idempotency-Key: the first request with that key is still
-      running; once it ends, the retry gets its stored answer (a replay).
-      Without a key a 409 is a real conflict that no retry fixes.
+    - 409 with an Idempotency-Key and a Retry-After: the first request with
+      that key is still running; once it ends, the retry gets its stored
+      answer (a replay). Without a key, or without Retry-After (a project
+      that already has its 100 insights), a 409 is a real conflict that no
+      retry fixes.
     - 5xx: the server or a proxy failed. Safe for POSTs too, since every
       retried POST carries an Idempotency-Key.
 
@@ -37,7 +41,7 @@ def is_retryable_status(status: int, has_idempotency_key: bool) -> bool:
     if status == 429:
         return True
     if status == 409:
-        return has_idempotency_key
+        return has_idempotency_key and has_retry_after
     return 500 <= status <= 599
 
 

@@ -32,7 +32,7 @@ def ingest_binary() -> Path:
     path = Path(os.environ.get("INGEST_BIN") or REPO_ROOT / "target" / "debug" / "ingest").resolve()
     if not path.is_file():
         raise RuntimeError(
-            f"ingest binary not found at {path}. Build it (`cargo build -p ingest` in the "
+            f"ingest binary not found at {path}. Build it (`cargo build --workspace --bins` in the "
             "repository root) or set INGEST_BIN. The integration tests need a real ingest "
             "and do not skip without one."
         )

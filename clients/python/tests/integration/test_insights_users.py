@@ -18,7 +18,7 @@ import pytest
 import tocsin
 from tocsin.types import Event, Insight, InsightDeleted
 
-from .conftest import Ingest
+from .conftest import Ingest, ingest_binary
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +138,24 @@ def test_list_keeps_the_order_of_creation_and_delete_removes(client: tocsin.Tocs
     with pytest.raises(tocsin.NotFoundError) as raised:
         client.insights.delete(titles[1])
     assert "insight" in raised.value.message
+
+
+def test_a_projects_101st_insight_is_a_conflict_not_retried() -> None:
+    server = Ingest(ingest_binary())  # a project of its own, to fill
+    try:
+        key = server.create_key(rate_limit=100_000)
+        sent: List[httpx.Request] = []
+        with httpx.Client(event_hooks={"request": [sent.append]}) as http:
+            client = tocsin.Tocsin(key, base_url=server.base_url, http_client=http)
+            for i in range(100):
+                client.insights.set(title=f"Filler {i}", value=i)
+            sent.clear()
+            with pytest.raises(tocsin.ConflictError) as raised:
+                client.insights.set(title="One too many", value=1)
+            assert raised.value.status == 409 and "100 insights" in raised.value.message
+            assert len(sent) == 1, "no Retry-After: nothing in flight to wait for"
+    finally:
+        server.stop()
 
 
 # ------------------------------------------------------------------- users

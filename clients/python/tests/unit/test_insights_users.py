@@ -92,6 +92,16 @@ def test_incrementing_a_string_is_a_validation_error_at_value_and_is_not_retried
     assert len(recorder.requests) == 1
 
 
+def test_a_409_without_retry_after_is_the_insight_limit_and_is_not_retried() -> None:
+    recorder = Recorder([error(409, "the project has 100 insights, the most it may have")])
+    client = make_client(recorder)
+    with pytest.raises(tocsin.ConflictError) as raised:
+        client.insights.set(title="one too many", value=1)
+    assert raised.value.status == 409 and "100 insights" in raised.value.message
+    assert len(recorder.requests) == 1 and keys(recorder)[0] is not None
+    assert client.sleeps == []  # type: ignore[attr-defined]
+
+
 def test_list_gets_every_insight() -> None:
     recorder = Recorder([envelope({"insights": [insight_json(), insight_json(title="Build", value="green", icon=None)]})])
     result = make_client(recorder).insights.list(timeout=2.0)

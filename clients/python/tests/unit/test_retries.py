@@ -27,7 +27,7 @@ def keys(recorder: Recorder) -> list:
         error(502, "bad gateway"),
         error(503, "unavailable"),
         error(429, "slow down", headers={"Retry-After": "2"}),
-        error(409, "in flight"),
+        error(409, "in flight", headers={"Retry-After": "0"}),
     ],
     ids=["connect", "timeout", "500", "502", "503", "429", "409"],
 )

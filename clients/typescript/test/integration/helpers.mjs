@@ -24,7 +24,7 @@ export function ingestBinary() {
   if (!existsSync(bin)) {
     throw new Error(
       `ingest binary not found at ${bin}. ` +
-        "Build it first (`cargo build -p ingest` in the repository root) or set INGEST_BIN to its path. " +
+        "Build it first (`cargo build --workspace --bins` in the repository root) or set INGEST_BIN to its path. " +
         "The integration tests need a real ingest process and do not skip without one.",
     );
   }

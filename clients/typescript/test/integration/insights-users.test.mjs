@@ -359,6 +359,35 @@ function openedFetch() {
   };
 }
 
+describe("the insight limit against ingest", () => {
+  test("a project's 101st insight is a ConflictError, answered at once and not retried", async () => {
+    const { Tocsin, ConflictError } = client.esm;
+    const existing = (await tocsin.insights.list()).data.insights.length;
+    const filler = [];
+    for (let i = existing; i < 100; i++) {
+      const title = unique(`Filler ${i}`);
+      filler.push(title);
+      await tocsin.insights.set(title, i);
+    }
+    try {
+      const counter = countingFetch();
+      const counted = new Tocsin(apiKey, { baseUrl: ingest.baseUrl, fetch: counter.fetch });
+      for (const call of [() => counted.insights.set("One too many", 1), () => counted.insights.increment("One too many", 1)]) {
+        counter.calls = 0;
+        await assert.rejects(call(), (error) => {
+          assert.ok(error instanceof ConflictError, String(error));
+          assert.equal(error.statusCode, 409);
+          assert.match(error.message, /100 insights/);
+          return true;
+        });
+        assert.equal(counter.calls, 1, "no Retry-After: no request in flight, nothing to wait for");
+      }
+    } finally {
+      for (const title of filler) await tocsin.insights.delete(title);
+    }
+  });
+});
+
 describe("tocsin.stream against ingest", () => {
   test("yields insight changes and events as they happen; events.stream skips the insights", STREAM_TEST, async () => {
     const channel = unique("it-live");

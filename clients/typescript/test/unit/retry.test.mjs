@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { ApiError, ConnectionError, RateLimitError, TimeoutError, Tocsin } from "../../dist/esm/index.js";
+import { ApiError, ConflictError, ConnectionError, RateLimitError, TimeoutError, Tocsin } from "../../dist/esm/index.js";
 import { backoffDelay, DEFAULT_RETRY_POLICY, isRetryableStatus, retryDelay } from "../../dist/esm/retry.js";
 import { EVENT, RecordingTocsin, UUID_RE, fail, header, ok, scriptedFetch } from "./helpers.mjs";
 
@@ -31,6 +31,8 @@ describe("schedule", () => {
   test("which statuses are retryable", () => {
     for (const status of [429, 500, 502, 503, 504]) assert.equal(isRetryableStatus(status, false), true, `${status}`);
     assert.equal(isRetryableStatus(409, true), true);
+    assert.equal(isRetryableStatus(409, true, true), true);
+    assert.equal(isRetryableStatus(409, true, false), false, "a 409 without Retry-After is no request in flight");
     assert.equal(isRetryableStatus(409, false), false);
     for (const status of [400, 401, 403, 404, 405, 413, 415, 422]) {
       assert.equal(isRetryableStatus(status, true), false, `${status}`);
@@ -124,6 +126,15 @@ describe("retry loop", () => {
     assert.equal(res.wasReplayed, true);
     assert.equal(calls.length, 2);
     assert.deepEqual(tocsin.sleeps, [1000]);
+  });
+
+  test("409 without Retry-After (a project's 101st insight) is not retried, even with a key", async () => {
+    const { fetch, calls } = scriptedFetch(fail(409, "the project has 100 insights"), ok(EVENT));
+    const tocsin = new RecordingTocsin("key", { fetch });
+    await assert.rejects(tocsin.insights.set("one too many", 1), (error) => error instanceof ConflictError && error.statusCode === 409);
+    assert.equal(calls.length, 1);
+    assert.match(header(calls[0], "Idempotency-Key"), UUID_RE);
+    assert.deepEqual(tocsin.sleeps, []);
   });
 
   test("409 on a request without an Idempotency-Key is not retried", async () => {

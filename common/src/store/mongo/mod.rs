@@ -25,7 +25,9 @@
 //! runs its body through the store's deadline and observer as one call
 //! (`self.guard.call(name, async { ... })`, `super::guard`). Event inserts
 //! go through `group_commit`, which sends the inserts of concurrent
-//! requests as one bulk write (`bulk_insert`).
+//! requests as one bulk write (`bulk_insert`) and their users' counters as
+//! one `update` command (`user_counts`, which also counts, once, the events
+//! stored before counters existed).
 
 mod admins;
 mod bulk_insert;
