@@ -42,7 +42,11 @@ const METHODS: [(&str, &str, Option<&str>); 17] = [
         Some(r#""Active trials", 1, { icon: "🧪" }"#),
     ),
     ("listInsights", "insights.list", None),
-    ("deleteInsight", "insights.delete", Some(r#""Revenue today""#)),
+    (
+        "deleteInsight",
+        "insights.delete",
+        Some(r#""Revenue today""#),
+    ),
     ("registerDevice", "devices.register", None),
     ("listDevices", "devices.list", None),
     ("updateDevice", "devices.update", None),
@@ -86,7 +90,11 @@ const PYTHON_METHODS: [(&str, &str, Option<&str>); 18] = [
         Some(r#"title="Active trials", by=1, icon="🧪""#),
     ),
     ("listInsights", "insights.list", None),
-    ("deleteInsight", "insights.delete", Some(r#""Revenue today""#)),
+    (
+        "deleteInsight",
+        "insights.delete",
+        Some(r#""Revenue today""#),
+    ),
     (
         "registerDevice",
         "devices.create",
