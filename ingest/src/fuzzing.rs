@@ -166,3 +166,26 @@ pub fn presented_secret(headers: &HeaderMap, kind: SecretKind) -> Result<&str, &
 pub fn is_icon(text: &str) -> bool {
     crate::types::is_icon(text)
 }
+
+/// An icon as the service stores it: a shortcode becomes its emoji.
+pub fn icon_as_stored(icon: &str) -> String {
+    crate::types::emoji_of_shortcode(icon).map_or_else(|| icon.to_owned(), str::to_owned)
+}
+
+/// Whether an event body that the schema accepts is still refused by a
+/// rule no schema states: a `url` that is no URL a browser can open, or a
+/// `timestamp` after now (the fuzz service keeps every event: no
+/// retention). Asked before the request is sent, a time in the future
+/// then is in the future when the service looks.
+pub fn event_refused_beyond_schema(body: &serde_json::Value) -> bool {
+    use poem_openapi::types::ParseFromJSON as _;
+    let bad_url = body
+        .get("url")
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|url| crate::api::events::check_url(url).is_err());
+    let future = body.get("timestamp").is_some_and(|t| {
+        crate::types::EventTime::parse_from_json(Some(t.clone()))
+            .is_ok_and(|t| t.0 > common::time::now())
+    });
+    bad_url || future
+}

@@ -380,7 +380,7 @@ impl EventsApi {
 
 /// Whether `url` is a link a tap can open: an absolute http(s) URL with a
 /// host (the schema's pattern checks the scheme's spelling only).
-fn check_url(url: &str) -> Result<(), ApiError> {
+pub(crate) fn check_url(url: &str) -> Result<(), ApiError> {
     let valid = url::Url::parse(url)
         .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
     if valid {

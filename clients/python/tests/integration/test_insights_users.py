@@ -269,7 +269,8 @@ def test_client_stream_yields_insight_changes_and_events(client: tocsin.Tocsin) 
         client.insights.delete(title)
         done.append(client.events.create(channel_name=channel, title="After the insights", notify=False).data)
 
-    threading.Thread(target=later, daemon=True).start()
+    writer = threading.Thread(target=later, daemon=True)
+    writer.start()
     seen: List[Any] = []
     with client.stream(channel=channel) as stream:
         for message in stream:
@@ -282,6 +283,8 @@ def test_client_stream_yields_insight_changes_and_events(client: tocsin.Tocsin) 
     assert kinds[0] == "Insight" and kinds[-2:] == ["InsightDeleted", "Event"], kinds
     insights = [m for m in seen if isinstance(m, Insight)]
     assert insights[-1].value == 15, "the latest value arrived (a poll may fold changes together)"
+    # The stream may show the event before its POST has returned.
+    writer.join(timeout=10)
     assert seen[-1].id == done[0].id
     assert stream.last_event_id == done[0].id
 
