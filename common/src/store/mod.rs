@@ -53,7 +53,7 @@ pub use self::insight::{Insight, InsightChange, InsightNumber, InsightRefusal, I
 pub use self::model::{
     ApnsEnvironment, Bucket, ChannelStats, Delivery, DeliveryClaim, DeliveryState, Event,
     EventFilter, EventPosition, IdempotencyBegin, IdempotentOutcome, Identity, Inserted,
-    NotificationState, Parser, Priority, Purged, Scope, StoredResponse,
+    NotificationState, Parser, Priority, Purged, Scope, StoredResponse, web_link,
 };
 pub use self::settle::settled_state;
 pub use self::summary::{Admission, Holding, Summary, SummaryState};

@@ -72,6 +72,16 @@ impl Event {
     }
 }
 
+/// `url` if it is a link a tap can open: an absolute http(s) URL with a
+/// host. The one rule for where an event leads: the API refuses any other
+/// `url`, and the notifier checks again what an event stored some other
+/// way may hold.
+pub fn web_link(url: &str) -> Option<url::Url> {
+    url::Url::parse(url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+}
+
 /// Where an event sits in recording order: when it was recorded, ties
 /// broken by id. Listings and streams continue from one, so they never show
 /// an event twice or skip one, whatever arrives meanwhile. (Ids alone would

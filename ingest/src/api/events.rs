@@ -381,9 +381,7 @@ impl EventsApi {
 /// Whether `url` is a link a tap can open: an absolute http(s) URL with a
 /// host (the schema's pattern checks the scheme's spelling only).
 pub(crate) fn check_url(url: &str) -> Result<(), ApiError> {
-    let valid = url::Url::parse(url)
-        .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
-    if valid {
+    if common::store::web_link(url).is_some() {
         Ok(())
     } else {
         Err(ApiError::Validation(vec![FieldError::new(

@@ -94,8 +94,7 @@ fn millis<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Err
 /// by another way than the API). As written; each kind writes it as its
 /// service needs.
 fn click_url(event: &Event) -> Option<String> {
-    let is_web =
-        |url: &str| url::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "http" | "https"));
+    let is_web = |url: &str| common::store::web_link(url).is_some();
     if let Some(url) = event.url.as_deref().filter(|url| is_web(url)) {
         return Some(url.to_owned());
     }

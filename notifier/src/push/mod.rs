@@ -99,8 +99,7 @@ fn plain_description(event: &Event) -> Option<String> {
 /// (a non-ASCII host in punycode, other characters percent-encoded),
 /// which every app's URL parser takes. `None` for anything else.
 pub fn web_link(url: &str) -> Option<String> {
-    let parsed = url::Url::parse(url).ok()?;
-    (matches!(parsed.scheme(), "http" | "https") && parsed.host().is_some()).then(|| parsed.into())
+    common::store::web_link(url).map(Into::into)
 }
 
 /// What a device replaces a notification by (APNs `apns-collapse-id`, Web
